@@ -1,0 +1,33 @@
+// buildApp(deps): the Koa application, with no listening socket and no process
+// handling (style habit 13); src/server.ts and the CLI do those.
+import Koa from "koa";
+import type { Pool } from "./db/types.js";
+import { describeError, type Logger } from "./log/index.js";
+import { requestContext } from "./http/middleware.js";
+import { buildRouter, type HandlerContext } from "./http/router.js";
+import type { Implementation } from "../generated/http/routes.js";
+import { handlers as defaultHandlers } from "./http/handlers/index.js";
+
+export interface AppDeps {
+  readonly pool: Pool;
+  readonly log: Logger;
+  readonly requestTimeoutMs: number;
+  readonly handlers?: Implementation<HandlerContext>;
+}
+
+export function buildApp(deps: AppDeps): Koa {
+  const app = new Koa();
+  app.proxy = false;
+  // Koa's default error printer writes stack traces; errors are logged by class only.
+  app.silent = true;
+  app.on("error", (e: unknown) => deps.log.log("error", "koa error", describeError(e)));
+  const router = buildRouter({
+    pool: deps.pool,
+    handlers: deps.handlers ?? defaultHandlers,
+    requestTimeoutMs: deps.requestTimeoutMs,
+  });
+  app.use(requestContext(deps.log));
+  app.use(router.routes());
+  app.use(router.allowedMethods());
+  return app;
+}

@@ -1,0 +1,31 @@
+// Argument parsing shared by the subcommands: node:util parseArgs in strict mode, so an
+// unknown or misspelt option is an error, never ignored.
+import { parseArgs, type ParseArgsConfig } from "node:util";
+
+export class UsageError extends Error {}
+
+export type ArgValues = Readonly<Record<string, string | boolean | string[] | undefined>>;
+
+/** Parses argv; prints the help and returns undefined for --help. */
+export function parse(argv: string[], options: NonNullable<ParseArgsConfig["options"]>, help: string): ArgValues | undefined {
+  let values: ArgValues;
+  try {
+    values = parseArgs({
+      args: argv,
+      options: { ...options, help: { type: "boolean", short: "h" } },
+      strict: true,
+      allowPositionals: false,
+    }).values as ArgValues;
+  } catch (e) {
+    throw new UsageError(`${(e as Error).message}\n\n${help}`);
+  }
+  if (values.help === true) {
+    process.stdout.write(help);
+    return undefined;
+  }
+  return values;
+}
+
+export const str = (v: ArgValues, name: string): string | undefined => (typeof v[name] === "string" ? (v[name] as string) : undefined);
+export const list = (v: ArgValues, name: string): string[] => (Array.isArray(v[name]) ? (v[name] as string[]) : []);
+export const flag = (v: ArgValues, name: string): boolean => v[name] === true;

@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+// The `orbit` command: migrate | bootstrap | serve | revoke. Only this file touches
+// process.argv, process.exit and the environment.
+import { runBootstrap } from "./bootstrap.js";
+import { runMigrate } from "./migrate.js";
+import { runRevoke } from "./revoke.js";
+import { runServe } from "./serve.js";
+import { UsageError } from "./args.js";
+
+const USAGE = `orbit: reliable task-result subscriptions
+
+Usage: orbit <command> [options]
+
+Commands:
+  migrate     apply the numbered SQL migrations (safe to run from several nodes at once)
+  bootstrap   create a namespace, application, queues and a new credential; print its token
+  serve       run a node: HTTP API and WebSocket event delivery
+  revoke      revoke a credential: its token authenticates nothing from then on
+
+Run "orbit <command> --help" for a command's options. Configuration comes from the
+environment (ORBIT_DATABASE_URL, ORBIT_HOST, ORBIT_PORT, ...; see README.md).
+`;
+
+const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
+  migrate: runMigrate,
+  bootstrap: runBootstrap,
+  serve: runServe,
+  revoke: runRevoke,
+};
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === "--help" || command === "-h" || command === "help") {
+    process.stdout.write(USAGE);
+    return command === undefined ? 2 : 0;
+  }
+  const run = COMMANDS[command];
+  if (!run) {
+    process.stderr.write(`orbit: unknown command "${command}"\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    return await run(rest);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`orbit ${command}: ${e.message}\n`);
+      return 2;
+    }
+    // Messages of our own errors are safe to print; driver errors print their code only.
+    const code = (e as { code?: unknown })?.code;
+    const msg = e instanceof Error && code === undefined ? e.message : `database error ${String(code)}`;
+    process.stderr.write(`orbit ${command}: ${msg}\n`);
+    return 1;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  () => {
+    process.exitCode = 1;
+  },
+);

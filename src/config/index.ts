@@ -1,0 +1,61 @@
+// Configuration, read once from the environment, validated and frozen
+// (platform.md "Configuration and process"). Only the entry point calls loadConfig;
+// everything else receives the frozen object.
+import { DEFAULT_DB_POOL_SIZE, MANAGEMENT_TIMEOUT_MS } from "./limits.js";
+
+export interface Config {
+  readonly databaseUrl: string;
+  readonly host: string;
+  readonly port: number;
+  readonly leaseDurationMs: number;
+  readonly helloTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly maxConnections: number;
+  readonly workerLeaseMs: number;
+  readonly requestTimeoutMs: number;
+  readonly dbPoolSize: number;
+  /** Optional age-based retention of the result log, in ms; undefined keeps everything. */
+  readonly retentionMs: number | undefined;
+}
+
+export class ConfigError extends Error {}
+
+export const DEFAULT_DATABASE_URL = "mysql://root@127.0.0.1:3306/orbit";
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^(0|[1-9][0-9]*)$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+/** ORBIT_RETENTION: a duration such as "30d", "12h", "90m" or "3600s". */
+export function parseRetention(raw: string | undefined): number | undefined {
+  if (raw === undefined || raw === "") return undefined;
+  const m = /^([1-9][0-9]{0,6})(s|m|h|d)$/.exec(raw);
+  if (!m) throw new ConfigError(`ORBIT_RETENTION must look like 30d, 12h, 90m or 3600s, got "${raw}"`);
+  const unit = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as "s" | "m" | "h" | "d"];
+  return Number(m[1]) * unit;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const databaseUrl = env.ORBIT_DATABASE_URL || DEFAULT_DATABASE_URL;
+  if (!/^mysql:\/\//.test(databaseUrl)) throw new ConfigError("ORBIT_DATABASE_URL must start with mysql://");
+  return Object.freeze({
+    databaseUrl,
+    host: env.ORBIT_HOST || "127.0.0.1",
+    port: int(env, "ORBIT_PORT", 8080, 0, 65535),
+    leaseDurationMs: int(env, "ORBIT_LEASE_DURATION_MS", 30000, 100, 3_600_000),
+    helloTimeoutMs: int(env, "ORBIT_HELLO_TIMEOUT_MS", 5000, 50, 600_000),
+    idleTimeoutMs: int(env, "ORBIT_IDLE_TIMEOUT_MS", 60000, 100, 3_600_000),
+    maxConnections: int(env, "ORBIT_MAX_CONNECTIONS", 128, 1, 100_000),
+    workerLeaseMs: int(env, "ORBIT_WORKER_LEASE_MS", 60000, 100, 86_400_000),
+    requestTimeoutMs: int(env, "ORBIT_REQUEST_TIMEOUT_MS", MANAGEMENT_TIMEOUT_MS, 50, 600_000),
+    dbPoolSize: int(env, "ORBIT_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, 1, 64),
+    retentionMs: parseRetention(env.ORBIT_RETENTION),
+  });
+}

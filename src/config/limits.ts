@@ -1,0 +1,32 @@
+// Every limit the spec names, in one place (platform.md "Configuration and process").
+// Timings that tests shorten live in config/index.ts; these never change at run time.
+
+/** §1: JSON bodies, and §5: WebSocket frames, at most 512 KiB. */
+export const MAX_BODY_BYTES = 512 * 1024;
+export const MAX_FRAME_BYTES = 512 * 1024;
+/** platform.md: task input, measured on the request's `input` as sent. */
+export const MAX_TASK_INPUT_BYTES = 256 * 1024;
+/** §1: management requests time out on the server after 8 s. */
+export const MANAGEMENT_TIMEOUT_MS = 8000;
+/** §2: subscriptions per namespace. */
+export const MAX_SUBSCRIPTIONS_PER_NAMESPACE = 64;
+/** §5: claim pool: in flight globally, in flight per application, waiting plus in flight. */
+export const CLAIM_POOL_GLOBAL = 4;
+export const CLAIM_POOL_PER_APPLICATION = 1;
+export const CLAIM_POOL_QUEUE = 128;
+/** §5: per connection. */
+export const READ_QUEUE_PER_CONNECTION = 4;
+export const WRITE_QUEUE_PER_CONNECTION = 8;
+export const CLAIMS_PER_SCAN_ROUND = 4;
+/** §5: capacity of one event connection. */
+export const MIN_CAPACITY = 1;
+export const MAX_CAPACITY = 32;
+/** §7: heartbeat the server advertises; the write timeout. */
+export const HEARTBEAT_INTERVAL_MS = 15000;
+export const WRITE_TIMEOUT_MS = 5000;
+/** platform.md: a claim long-polls at most 20 s. */
+export const MAX_CLAIM_WAIT_MS = 20000;
+/** JSON nesting accepted in bodies and frames; deep enough for any real task input. */
+export const MAX_JSON_DEPTH = 256;
+/** perf-notes.md: 4–16 connections on 2 cores; 64 was slower in every test. */
+export const DEFAULT_DB_POOL_SIZE = 8;

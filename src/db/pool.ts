@@ -1,0 +1,77 @@
+// The mysql2 pool and the one place that knows how to reach the database.
+import mysql from "mysql2/promise";
+import type { Pool, PoolOptions } from "mysql2/promise";
+
+export type { Pool, PoolConnection } from "mysql2/promise";
+
+export interface DatabaseTarget {
+  readonly url: string;
+  readonly database: string;
+}
+
+/** Splits ORBIT_DATABASE_URL into the server URL and the database name, validated. */
+export function parseDatabaseUrl(url: string): DatabaseTarget {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new Error("ORBIT_DATABASE_URL is not a URL");
+  }
+  if (u.protocol !== "mysql:") throw new Error("ORBIT_DATABASE_URL must use mysql://");
+  const database = decodeURIComponent(u.pathname.replace(/^\//, ""));
+  // The name goes into CREATE DATABASE, so it is held to a plain identifier.
+  if (!/^[A-Za-z0-9_]{1,64}$/.test(database)) {
+    throw new Error("ORBIT_DATABASE_URL must name a database of letters, digits and _");
+  }
+  return { url, database };
+}
+
+function baseOptions(url: string): PoolOptions {
+  return {
+    uri: url,
+    // BIGINT UNSIGNED columns (sequences, revisions, epochs) arrive as canonical decimal
+    // strings, never as lossy JS numbers.
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    timezone: "Z",
+    dateStrings: false,
+    charset: "utf8mb4",
+    // Errors from the server never reach a client (the error middleware hides them);
+    // this keeps the SQL text out of mysql2's own error messages as well.
+    multipleStatements: false,
+  };
+}
+
+/** Creates the database named in the URL if it does not exist yet (platform.md). */
+export async function ensureDatabase(target: DatabaseTarget): Promise<void> {
+  const u = new URL(target.url);
+  u.pathname = "/";
+  const conn = await mysql.createConnection({ ...baseOptions(u.toString()) });
+  try {
+    await conn.query(
+      `CREATE DATABASE IF NOT EXISTS \`${target.database}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`,
+    );
+  } finally {
+    await conn.end();
+  }
+}
+
+export function createPool(url: string, connectionLimit: number): Pool {
+  const pool = mysql.createPool({
+    ...baseOptions(url),
+    connectionLimit,
+    maxIdle: connectionLimit,
+    // A node waits for a free connection rather than failing; the 8 s request deadline
+    // bounds the wait.
+    waitForConnections: true,
+    queueLimit: 0,
+    enableKeepAlive: true,
+    connectTimeout: 5000,
+  });
+  // Every time the database computes (NOW(3), lease deadlines) is UTC, whatever the
+  // server's own zone; this runs before any other statement on a new connection.
+  pool.on("connection", (conn) => {
+    conn.query("SET time_zone = '+00:00'");
+  });
+  return pool;
+}

@@ -1,0 +1,102 @@
+// SQL for namespaces, applications, credentials and queues. Row types mirror the
+// columns; mapping to wire shapes happens in domain/identity.ts.
+import type { RowDataPacket } from "mysql2/promise";
+import type { Pool, Tx } from "../types.js";
+
+export interface CredentialRow {
+  id: string;
+  namespace_id: string;
+  application_id: string;
+  secret_digest: Buffer;
+  actions: string;
+  revoked_at: Date | null;
+}
+
+/** Takes a credential id; returns the credential with its digest, or undefined. */
+export async function selectCredential(db: Pool | Tx, id: string): Promise<CredentialRow | undefined> {
+  const [rows] = await db.query<(CredentialRow & RowDataPacket)[]>(
+    `SELECT id, namespace_id, application_id, secret_digest, actions, revoked_at
+       FROM credentials WHERE id = ?`,
+    [id],
+  );
+  return rows[0];
+}
+
+export interface QueueRow {
+  id: string;
+  name: string;
+}
+
+/** Takes a credential id; returns the queues in its scope, by name. */
+export async function selectCredentialQueues(db: Pool | Tx, credentialId: string): Promise<QueueRow[]> {
+  const [rows] = await db.query<(QueueRow & RowDataPacket)[]>(
+    `SELECT q.id, q.name
+       FROM credential_queues cq JOIN queues q ON q.id = cq.queue_id
+      WHERE cq.credential_id = ?
+      ORDER BY q.name`,
+    [credentialId],
+  );
+  return rows;
+}
+
+/**
+ * Takes a namespace name; inserts it unless it exists (a concurrent bootstrap may race
+ * us: INSERT IGNORE plus a read makes both sides agree); returns its id.
+ */
+export async function upsertNamespace(tx: Tx, id: string, name: string): Promise<string> {
+  await tx.query("INSERT IGNORE INTO namespaces (id, name, created_at) VALUES (?, ?, UTC_TIMESTAMP(3))", [id, name]);
+  const [rows] = await tx.query<RowDataPacket[]>("SELECT id FROM namespaces WHERE name = ?", [name]);
+  return rows[0]!.id as string;
+}
+
+/** Takes a namespace id and an application name; inserts unless it exists; returns its id. */
+export async function upsertApplication(tx: Tx, id: string, namespaceId: string, name: string): Promise<string> {
+  await tx.query(
+    "INSERT IGNORE INTO applications (id, namespace_id, name, created_at) VALUES (?, ?, ?, UTC_TIMESTAMP(3))",
+    [id, namespaceId, name],
+  );
+  const [rows] = await tx.query<RowDataPacket[]>("SELECT id FROM applications WHERE namespace_id = ? AND name = ?", [
+    namespaceId,
+    name,
+  ]);
+  return rows[0]!.id as string;
+}
+
+/** Takes a namespace id and a queue name; inserts unless it exists; returns its id. */
+export async function upsertQueue(tx: Tx, id: string, namespaceId: string, name: string): Promise<string> {
+  await tx.query("INSERT IGNORE INTO queues (id, namespace_id, name, created_at) VALUES (?, ?, ?, UTC_TIMESTAMP(3))", [
+    id,
+    namespaceId,
+    name,
+  ]);
+  const [rows] = await tx.query<RowDataPacket[]>("SELECT id FROM queues WHERE namespace_id = ? AND name = ?", [
+    namespaceId,
+    name,
+  ]);
+  return rows[0]!.id as string;
+}
+
+/** Inserts a credential with its actions (a SET column: comma-joined) and queue scope. */
+export async function insertCredential(
+  tx: Tx,
+  c: { id: string; namespaceId: string; applicationId: string; digest: Buffer; actions: readonly string[] },
+  queueIds: readonly string[],
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO credentials (id, namespace_id, application_id, secret_digest, actions, created_at)
+     VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(3))`,
+    [c.id, c.namespaceId, c.applicationId, c.digest, c.actions.join(",")],
+  );
+  for (const q of queueIds) {
+    await tx.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [c.id, q]);
+  }
+}
+
+/** Marks a credential revoked; returns whether it existed and was not revoked yet. */
+export async function revokeCredential(db: Pool | Tx, id: string): Promise<boolean> {
+  const [res] = await db.query<import("mysql2/promise").ResultSetHeader>(
+    "UPDATE credentials SET revoked_at = UTC_TIMESTAMP(3) WHERE id = ? AND revoked_at IS NULL",
+    [id],
+  );
+  return res.affectedRows === 1;
+}

@@ -1,0 +1,1 @@
+export type { Pool, PoolConnection as Tx } from "mysql2/promise";

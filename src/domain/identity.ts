@@ -1,0 +1,112 @@
+// Credentials and the caller (platform.md "Identity and authorization").
+// Token: "orbit_" + credential id (32 hex) + "_" + 43 base64url characters (32 random
+// bytes). The database keeps only SHA-256 of the 32 secret bytes; comparison is
+// constant time. The caller — namespace, application, credential, actions, queue scope —
+// is resolved from the token alone.
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Pool } from "../db/types.js";
+import { selectCredential, selectCredentialQueues } from "../db/queries/identity.js";
+import { decodeBase64urlCanonical, encodeBase64url } from "../wire/base64url.js";
+import { permissionDenied, unauthenticated } from "../wire/errors.js";
+
+export const ACTIONS = [
+  "tasks:submit",
+  "tasks:read",
+  "tasks:cancel",
+  "tasks:work",
+  "tasks:review",
+  "events:manage",
+  "events:read",
+  "events:consume",
+] as const;
+export type Action = (typeof ACTIONS)[number];
+
+export const TASK_ACTIONS: readonly Action[] = ACTIONS.filter((a) => a.startsWith("tasks:"));
+export const EVENT_ACTIONS: readonly Action[] = ACTIONS.filter((a) => a.startsWith("events:"));
+
+export interface Caller {
+  readonly namespaceId: string;
+  readonly applicationId: string;
+  readonly credentialId: string;
+  readonly actions: ReadonlySet<Action>;
+  readonly queues: ReadonlyMap<string, string>; // queue id → name
+}
+
+const SECRET_BYTES = 32;
+const TOKEN_RE = /^orbit_([0-9a-f]{32})_([A-Za-z0-9_-]{43})$/;
+
+export function newId(): string {
+  return randomBytes(16).toString("hex");
+}
+
+export function digestSecret(secret: Buffer): Buffer {
+  return createHash("sha256").update(secret).digest();
+}
+
+export interface IssuedToken {
+  readonly token: string;
+  readonly digest: Buffer;
+}
+
+export function issueToken(credentialId: string): IssuedToken {
+  const secret = randomBytes(SECRET_BYTES);
+  return { token: `orbit_${credentialId}_${encodeBase64url(secret)}`, digest: digestSecret(secret) };
+}
+
+export interface ParsedToken {
+  readonly credentialId: string;
+  readonly secret: Buffer;
+}
+
+/** Parses a token; undefined for anything that is not exactly the canonical form. */
+export function parseToken(token: string): ParsedToken | undefined {
+  const m = TOKEN_RE.exec(token);
+  if (!m) return undefined;
+  try {
+    return { credentialId: m[1]!, secret: decodeBase64urlCanonical(m[2]!, SECRET_BYTES) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Reads `Authorization: Bearer <token>`. The scheme is matched case-insensitively
+ * (RFC 9110 §11.1); exactly one space separates it from the token.
+ */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const m = /^bearer ([^\s]+)$/i.exec(header);
+  return m ? m[1] : undefined;
+}
+
+// Compared against when the credential id is unknown, so that an unknown id and a wrong
+// secret take the same path and the same time.
+const DUMMY_DIGEST = digestSecret(Buffer.alloc(SECRET_BYTES));
+
+/** Resolves the caller from an Authorization header, or throws UNAUTHENTICATED. */
+export async function authenticate(pool: Pool, header: string | undefined): Promise<Caller> {
+  const token = bearerToken(header);
+  const parsed = token === undefined ? undefined : parseToken(token);
+  if (!parsed) throw unauthenticated();
+  const row = await selectCredential(pool, parsed.credentialId);
+  const presented = digestSecret(parsed.secret);
+  const matches = timingSafeEqual(presented, row ? Buffer.from(row.secret_digest) : DUMMY_DIGEST);
+  if (!row || !matches || row.revoked_at !== null) throw unauthenticated();
+  const queues = await selectCredentialQueues(pool, row.id);
+  return {
+    namespaceId: row.namespace_id,
+    applicationId: row.application_id,
+    credentialId: row.id,
+    actions: new Set(row.actions.split(",").filter((a): a is Action => (ACTIONS as readonly string[]).includes(a))),
+    queues: new Map(queues.map((q) => [q.id, q.name])),
+  };
+}
+
+/** Throws PERMISSION_DENIED unless the caller holds the action. */
+export function requireAction(caller: Caller, action: Action): void {
+  if (!caller.actions.has(action)) throw permissionDenied();
+}
+
+export function isAction(s: string): s is Action {
+  return (ACTIONS as readonly string[]).includes(s);
+}

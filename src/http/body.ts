@@ -1,0 +1,41 @@
+// Reads a JSON request body: application/json only, at most 512 KiB, valid UTF-8, then
+// the strict parser (duplicate keys rejected at any depth).
+import type { IncomingMessage } from "node:http";
+import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../config/limits.js";
+import { OrbitError, invalidArgument } from "../wire/errors.js";
+import { parseStrictJson, type StrictJsonResult } from "../wire/json.js";
+import { WireError } from "../wire/wire-error.js";
+
+const JSON_TYPE = /^application\/json\s*(;\s*charset\s*=\s*"?utf-8"?\s*)?$/i;
+
+export function requestHasBody(req: IncomingMessage): boolean {
+  const len = req.headers["content-length"];
+  return (len !== undefined && len !== "0") || req.headers["transfer-encoding"] !== undefined;
+}
+
+export async function readJsonBody(req: IncomingMessage): Promise<StrictJsonResult> {
+  const type = req.headers["content-type"];
+  if (type === undefined || !JSON_TYPE.test(type)) throw new OrbitError("UNSUPPORTED_MEDIA_TYPE");
+  const declared = Number(req.headers["content-length"] ?? "0");
+  if (declared > MAX_BODY_BYTES) throw new OrbitError("PAYLOAD_TOO_LARGE");
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw new OrbitError("PAYLOAD_TOO_LARGE");
+    chunks.push(chunk);
+  }
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(Buffer.concat(chunks));
+  } catch {
+    throw invalidArgument("the body is not valid UTF-8");
+  }
+  if (text.length === 0) throw invalidArgument("the body must be a JSON object");
+  try {
+    return parseStrictJson(text, { maxDepth: MAX_JSON_DEPTH });
+  } catch (e) {
+    if (e instanceof WireError) throw invalidArgument(`the body is not strict JSON: ${e.message}`);
+    throw e;
+  }
+}

@@ -1,0 +1,38 @@
+// Every HTTP operation of the contract, each with its handler: the compiler refuses a
+// missing one. Operations that later issues implement answer NOT_IMPLEMENTED (501) in
+// the envelope — after authentication, the action check and full validation of the
+// request, so that clients and tests see the final contract's 400s already.
+import { ROUTES, type Handler, type HttpOperationId, type Implementation } from "../../../generated/http/routes.js";
+import { notImplemented } from "../../wire/errors.js";
+import type { HandlerContext } from "../router.js";
+import { getCurrentCredential, getHealth } from "./operator.js";
+
+function later<K extends HttpOperationId>(operationId: K): Handler<K, HandlerContext> {
+  const route = ROUTES.find((r) => r.operationId === operationId);
+  return async (req) => {
+    if (route?.idempotency === "required") req.idempotencyKey();
+    if (route?.hasBody) await req.body();
+    throw notImplemented();
+  };
+}
+
+export const handlers: Implementation<HandlerContext> = {
+  getHealth,
+  getCurrentCredential,
+  // Tasks and workers (platform.md): issue 3.
+  submitTask: later("submitTask"),
+  getTask: later("getTask"),
+  cancelTask: later("cancelTask"),
+  resolveTask: later("resolveTask"),
+  claimTask: later("claimTask"),
+  completeAttempt: later("completeAttempt"),
+  requeueAttempt: later("requeueAttempt"),
+  // Subscription management (spec §1–4): issue 4.
+  createSubscription: later("createSubscription"),
+  listSubscriptions: later("listSubscriptions"),
+  getSubscription: later("getSubscription"),
+  configureSubscription: later("configureSubscription"),
+  listEventDeliveries: later("listEventDeliveries"),
+  getEventDelivery: later("getEventDelivery"),
+  retryEventDelivery: later("retryEventDelivery"),
+};

@@ -1,0 +1,67 @@
+// The middleware that wraps every request, registered first so that it sees every
+// response: request id and no-store headers, the error envelope, the access log line.
+import { randomBytes } from "node:crypto";
+import type { Context, Next } from "koa";
+import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
+import { describeError, type Logger } from "../log/index.js";
+import { failure } from "./envelope.js";
+
+const REQUEST_ID_RE = /^[0-9a-f]{32}$/;
+
+/** Statuses produced by the router or Koa itself, mapped onto catalogue codes. */
+const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
+  400: "INVALID_ARGUMENT",
+  404: "NOT_FOUND",
+  405: "METHOD_NOT_ALLOWED",
+  413: "PAYLOAD_TOO_LARGE",
+  415: "UNSUPPORTED_MEDIA_TYPE",
+  501: "NOT_IMPLEMENTED",
+  503: "UNAVAILABLE",
+};
+
+export function requestContext(log: Logger) {
+  return async function requestContextMiddleware(ctx: Context, next: Next): Promise<void> {
+    const started = process.hrtime.bigint();
+    const offered = ctx.get("x-request-id");
+    // A caller (or its load balancer) may pass its own id for tracing, if it has our shape.
+    const requestId = REQUEST_ID_RE.test(offered) ? offered : randomBytes(16).toString("hex");
+    ctx.state.requestId = requestId;
+    ctx.set("X-Request-ID", requestId);
+    ctx.set("Cache-Control", "no-store");
+    try {
+      await next();
+      // The router answers unmatched paths (404), other methods (405, with Allow) and
+      // unknown methods (501) with a bare status; give them the envelope.
+      const code = STATUS_CODES[ctx.status];
+      if (ctx.body == null && code) throw new OrbitError(code);
+    } catch (e) {
+      writeError(ctx, e, log);
+    } finally {
+      log.log("info", "request", {
+        request_id: requestId,
+        method: ctx.method,
+        route: (ctx.state.operationId as string | undefined) ?? "unmatched",
+        status: ctx.status,
+        duration_ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
+      });
+    }
+  };
+}
+
+function writeError(ctx: Context, e: unknown, log: Logger): void {
+  let err: OrbitError;
+  if (e instanceof OrbitError) {
+    err = e;
+  } else {
+    const status = (e as { status?: unknown })?.status;
+    const code = typeof status === "number" ? STATUS_CODES[status] : undefined;
+    // Client errors Koa raises itself (e.g. a malformed URL) keep their status; anything
+    // else is a bug and says nothing about itself.
+    const expose = (e as { expose?: unknown })?.expose === true;
+    err = code && expose ? new OrbitError(code) : new OrbitError("INTERNAL");
+    if (err.code === "INTERNAL") log.log("error", "unexpected error", { request_id: ctx.state.requestId as string, ...describeError(e) });
+  }
+  ctx.status = ERROR_CATALOGUE[err.code].status;
+  for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
+  ctx.body = failure(ctx.state.requestId as string, err.code, err.message);
+}

@@ -1,0 +1,31 @@
+// Error responses written straight to a socket, for the paths Koa never sees: rejected
+// WebSocket upgrades and requests Node could not parse. Same envelope, same headers.
+import { randomBytes } from "node:crypto";
+import { STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
+import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
+import { failure } from "./envelope.js";
+
+export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string): string {
+  const id = requestId ?? randomBytes(16).toString("hex");
+  const status = ERROR_CATALOGUE[code].status;
+  const body = JSON.stringify(failure(id, code, new OrbitError(code).message));
+  const headers: Record<string, string> = {
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": String(Buffer.byteLength(body)),
+    "X-Request-ID": id,
+    "Cache-Control": "no-store",
+    Connection: "close",
+    ...extraHeaders,
+  };
+  const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}`);
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n${lines.join("\r\n")}\r\n\r\n${body}`;
+}
+
+export function writeRawError(socket: Duplex, code: ErrorCode, extraHeaders: Record<string, string> = {}): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  socket.end(rawErrorResponse(code, extraHeaders));
+}

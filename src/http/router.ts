@@ -1,0 +1,186 @@
+// Builds the @koa/router from the generated route table. Every operation runs the same
+// pipeline, in the order of spec decision 5:
+//   authenticate (401) → action (403) → query/path checks → handler: scope (404) →
+//   body and Idempotency-Key, read on demand (400) → state (409)
+// all inside the 8 s management deadline. A handler never touches ctx: it returns
+// {status, data} and this module writes the envelope.
+import Router from "@koa/router";
+import type { Context } from "koa";
+import { ROUTES, type HandlerRequest, type HttpOperationId, type Implementation, type RouteSpec } from "../../generated/http/routes.js";
+import { authenticate, requireAction, isAction, type Caller } from "../domain/identity.js";
+import type { Pool } from "../db/types.js";
+import { OrbitError, invalidArgument, notFound, unavailable } from "../wire/errors.js";
+import { parseQuery } from "../wire/query.js";
+import { WireError } from "../wire/wire-error.js";
+import { readJsonBody, requestHasBody } from "./body.js";
+import { success } from "./envelope.js";
+import { check, validator } from "./validation.js";
+import { translateDbError } from "../db/tx.js";
+
+/** What every handler gets besides its request. */
+export interface HandlerContext {
+  readonly pool: Pool;
+  readonly requestId: string;
+  /** Aborted when the management deadline passes; transactions roll back instead of committing. */
+  readonly signal: AbortSignal;
+  /** The authenticated caller; throws for the public operations, which have none. */
+  caller(): Caller;
+}
+
+export interface RouterDeps {
+  readonly pool: Pool;
+  readonly handlers: Implementation<HandlerContext>;
+  readonly requestTimeoutMs: number;
+}
+
+/** Idempotency keys: 1–128 printable ASCII, no leading or trailing space (spec §2). */
+const IDEMPOTENCY_KEY_RE = /^[\x21-\x7E](?:[\x20-\x7E]{0,126}[\x21-\x7E])?$/;
+
+export function buildRouter(deps: RouterDeps): Router {
+  const router = new Router();
+  for (const route of ROUTES as readonly RouteSpec[]) {
+    const method = route.method.toLowerCase() as "get" | "post";
+    router[method](route.operationId, route.routerPath, (ctx) => runOperation(ctx, route, deps));
+  }
+  return router;
+}
+
+async function runOperation(ctx: Context, route: RouteSpec, deps: RouterDeps): Promise<void> {
+  ctx.state.operationId = route.operationId;
+  const controller = new AbortController();
+  const work = execute(ctx, route, deps, controller.signal);
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(unavailable());
+    }, deps.requestTimeoutMs);
+  });
+  try {
+    const result = await Promise.race([work, deadline]);
+    ctx.status = result.status;
+    if ("data" in result) ctx.body = success(ctx.state.requestId as string, result.data);
+  } finally {
+    clearTimeout(timer);
+    // After a timeout the work goes on until its transaction rolls back; its outcome
+    // is no longer anyone's to report.
+    work.catch(() => undefined);
+  }
+}
+
+type AnyResult = { status: number; data?: unknown };
+
+async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal: AbortSignal): Promise<AnyResult> {
+  const caller = await resolveCaller(ctx, route, deps.pool);
+  const query = readQuery(ctx, route);
+  const path = readPath(ctx, route);
+  if (route.transport === "websocket") {
+    // A plain GET of the event endpoint: the caller may consume but did not upgrade.
+    throw new OrbitError("PROTOCOL_REQUIRED");
+  }
+  if (!route.hasBody && requestHasBody(ctx.req)) throw invalidArgument("this operation takes no body");
+  const input = lazyInput(ctx, route);
+  const handler = deps.handlers[route.operationId as HttpOperationId] as unknown as (
+    req: HandlerRequest<HttpOperationId>,
+    hctx: HandlerContext,
+  ) => Promise<AnyResult>;
+  const hctx: HandlerContext = {
+    pool: deps.pool,
+    requestId: ctx.state.requestId as string,
+    signal,
+    caller() {
+      if (!caller) throw new Error(`${route.operationId} has no caller`);
+      return caller;
+    },
+  };
+  try {
+    const result = await handler({ path, query, ...input } as unknown as HandlerRequest<HttpOperationId>, hctx);
+    if (!route.successStatuses.includes(result.status)) throw new Error(`${route.operationId} answered ${result.status}`);
+    // An operation with a body must validate it; a handler that skipped that is a bug.
+    if (route.hasBody && !input.wasRead()) throw new Error(`${route.operationId} never read its body`);
+    if (route.idempotency === "required" && !input.keyWasRead()) throw new Error(`${route.operationId} ignored its key`);
+    return result;
+  } catch (e) {
+    throw translateDbError(e);
+  }
+}
+
+async function resolveCaller(ctx: Context, route: RouteSpec, pool: Pool): Promise<Caller | undefined> {
+  if (route.permission === "none") return undefined;
+  let caller: Caller;
+  try {
+    // A repeated Authorization header is ambiguous: it authenticates nothing.
+    const values = ctx.req.headersDistinct["authorization"] ?? [];
+    caller = await authenticate(pool, values.length === 1 ? values[0] : undefined);
+  } catch (e) {
+    throw translateDbError(e);
+  }
+  ctx.state.credentialId = caller.credentialId;
+  if (route.permission !== "token") {
+    if (!isAction(route.permission)) throw new Error(`unknown permission ${route.permission}`);
+    requireAction(caller, route.permission);
+  }
+  return caller;
+}
+
+/** Query parameters: only where the contract declares them, each once, canonical. */
+function readQuery(ctx: Context, route: RouteSpec): Record<string, unknown> {
+  const raw = ctx.request.url.includes("?") ? ctx.request.url.slice(ctx.request.url.indexOf("?") + 1) : undefined;
+  if (route.queryParams.length === 0) {
+    if (raw !== undefined) throw invalidArgument("this operation takes no query parameters");
+    return {};
+  }
+  let params: Record<string, string>;
+  try {
+    params = parseQuery(raw ?? "", route.queryParams.map((p) => p.name));
+  } catch (e) {
+    if (e instanceof WireError) throw invalidArgument(`query: ${e.message}`);
+    throw e;
+  }
+  const typed: Record<string, unknown> = { ...params };
+  for (const p of route.queryParams) {
+    const v = params[p.name];
+    if (v === undefined || !p.integer) continue;
+    // Integers travel as canonical decimal text: no sign, no leading zero, no fraction.
+    if (!/^(0|[1-9][0-9]{0,8})$/.test(v)) throw invalidArgument(`query parameter ${p.name} must be a canonical integer`);
+    typed[p.name] = Number(v);
+  }
+  return check(`query_${route.operationId}`, typed, "query");
+}
+
+/** Path ids that cannot exist (wrong shape) are simply not found. */
+function readPath(ctx: Context, route: RouteSpec): Record<string, string> {
+  if (route.pathParams.length === 0) return {};
+  const params: Record<string, string> = {};
+  for (const name of route.pathParams) params[name] = String(ctx.params[name] ?? "");
+  const fn = validator(`path_${route.operationId}`);
+  if (fn && !fn(params)) throw notFound();
+  return params;
+}
+
+function lazyInput(ctx: Context, route: RouteSpec) {
+  let read = false;
+  let keyRead = false;
+  let raw: ReadonlyMap<string, string> = new Map();
+  return {
+    wasRead: () => read,
+    keyWasRead: () => keyRead,
+    async body(): Promise<unknown> {
+      if (read) throw new Error("body() called twice");
+      read = true;
+      const parsed = await readJsonBody(ctx.req);
+      raw = parsed.raw;
+      return check(`body_${route.operationId}`, parsed.value, "body");
+    },
+    idempotencyKey(): string {
+      keyRead = true;
+      const values = ctx.req.headersDistinct["idempotency-key"] ?? [];
+      if (values.length > 1) throw invalidArgument("the Idempotency-Key header is repeated");
+      const key = values[0] ?? "";
+      if (key === "") throw invalidArgument("the Idempotency-Key header is required");
+      if (!IDEMPOTENCY_KEY_RE.test(key)) throw invalidArgument("the Idempotency-Key must be 1-128 printable ASCII characters");
+      return key;
+    },
+    rawField: (name: string) => raw.get(name),
+  };
+}

@@ -1,0 +1,83 @@
+// A running node: pool, migrations, the HTTP listener with the WebSocket upgrade path,
+// and an ordered, idempotent, time-boxed shutdown (style habit 14).
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Config } from "./config/index.js";
+import { MAX_BODY_BYTES } from "./config/limits.js";
+import { createPool, parseDatabaseUrl } from "./db/pool.js";
+import { migrate } from "./db/migrate.js";
+import { buildApp } from "./app.js";
+import { writeRawError } from "./http/raw.js";
+import { describeError, type Logger } from "./log/index.js";
+import type { Pool } from "./db/types.js";
+
+export interface RunningServer {
+  readonly url: string;
+  readonly port: number;
+  readonly pool: Pool;
+  /** Stops accepting, lets in-flight requests finish (at most graceMs), closes the pool. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export interface StartOptions {
+  readonly migrate: boolean;
+}
+
+const SHUTDOWN_GRACE_MS = 10_000;
+
+export async function startServer(config: Config, log: Logger, opts: StartOptions): Promise<RunningServer> {
+  parseDatabaseUrl(config.databaseUrl);
+  if (opts.migrate) {
+    const res = await migrate(config.databaseUrl);
+    log.log("info", "migrated", { applied: res.applied.length, current: res.current });
+  }
+  const pool = createPool(config.databaseUrl, config.dbPoolSize);
+  let closing = false;
+  const app = buildApp({ pool, log, requestTimeoutMs: config.requestTimeoutMs });
+  const koaHandler = app.callback();
+  // requireHostHeader off: Node would answer a Host-less request with a bare 400
+  // outside the envelope; Koa answers it like any other.
+  const server = http.createServer({ requireHostHeader: false }, (req, res) => {
+    if (closing) res.setHeader("Connection", "close");
+    void koaHandler(req, res);
+  });
+  // Node's own limits sit just above ours so that Koa answers first, in the envelope.
+  server.requestTimeout = config.requestTimeoutMs + 2000;
+  server.headersTimeout = 10_000;
+  server.maxHeadersCount = 100;
+  server.on("clientError", (err, socket) => {
+    log.log("warn", "client error", describeError(err));
+    writeRawError(socket, "INVALID_ARGUMENT");
+  });
+  // The event endpoint (spec §5–7) is served by the WebSocket layer: issue 5.
+  server.on("upgrade", (req, socket) => {
+    const path = (req.url ?? "").split("?")[0];
+    writeRawError(socket, path === "/v1/events/connect" ? "NOT_IMPLEMENTED" : "NOT_FOUND");
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  log.log("info", "listening", { host: config.host, port, max_body_bytes: MAX_BODY_BYTES });
+
+  let closed: Promise<void> | undefined;
+  return {
+    url: `http://${config.host}:${port}`,
+    port,
+    pool,
+    close(graceMs = SHUTDOWN_GRACE_MS) {
+      closed ??= (async () => {
+        closing = true;
+        const done = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+        await done;
+        clearTimeout(timer);
+        await pool.end();
+        log.log("info", "stopped");
+      })();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,292 @@
+// HTTP basics of spec §1 over a real `orbit serve`: the envelope and headers on every
+// response, query-parameter rules, body rules (media type, size, strict JSON, unknown
+// fields, aliases), Idempotency-Key rules, 404/405, the management deadline, 500s that
+// leak nothing, and graceful shutdown.
+import { strict as assert } from "node:assert";
+import net from "node:net";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { request, type RawRequest } from "../helpers/http.js";
+import { assertCommonHeaders, assertContract, assertError } from "../helpers/contract.js";
+
+const ID = "0123456789abcdef0123456789abcdef";
+const KEY: [string, string] = ["Idempotency-Key", "create-1"];
+
+describe("HTTP basics", () => {
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let cred: BootstrapOutput;
+  const call = (r: RawRequest) => request(node.url, { token: cred.token, ...r });
+  const create = (body: string, headers: [string, string][] = [KEY]) =>
+    call({ method: "POST", path: "/v1/subscriptions", headers, body });
+  const validCreate = () => JSON.stringify({ name: "results", queue_id: cred.queues[0]!.id });
+
+  before(async () => {
+    db = await freshDatabase("http_basics");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+    node = await startNode(db.url, { ORBIT_REQUEST_TIMEOUT_MS: "700" });
+  });
+  after(async () => {
+    await node?.stop();
+    await db?.drop();
+  });
+
+  describe("envelope and headers", () => {
+    it("answers the public health check without a token", async () => {
+      const res = await request(node.url, { path: "/v1/health" });
+      assert.equal(res.status, 200);
+      assertContract("getHealth", res);
+      assert.deepEqual(res.json.data, { status: "ok" });
+    });
+
+    it("uses a well-formed X-Request-ID from the caller and replaces a malformed one", async () => {
+      const mine = "abcdefabcdefabcdefabcdefabcdef12";
+      const a = await request(node.url, { path: "/v1/health", headers: [["X-Request-ID", mine]] });
+      assert.equal(a.headers["x-request-id"], mine);
+      assert.equal(a.json.request_id, mine);
+      const b = await request(node.url, { path: "/v1/health", headers: [["X-Request-ID", "not-an-id"]] });
+      assert.notEqual(b.headers["x-request-id"], "not-an-id");
+      assertCommonHeaders(b);
+    });
+
+    it("answers an unknown path with 404 in the envelope, before authentication", async () => {
+      assertError(await request(node.url, { path: "/v1/nothing" }), 404, "NOT_FOUND");
+      assertError(await call({ path: "/" }), 404, "NOT_FOUND");
+    });
+
+    it("answers a known path with the wrong method with 405 and Allow", async () => {
+      const res = await call({ method: "DELETE", path: `/v1/tasks/${ID}` });
+      assertError(res, 405, "METHOD_NOT_ALLOWED");
+      assert.match(String(res.headers.allow), /GET/);
+      assertError(await call({ method: "POST", path: "/v1/credential" }), 405, "METHOD_NOT_ALLOWED");
+      // "{id}:configure" read as a subscription id cannot exist: 404, like any bad id.
+      assertError(await call({ method: "GET", path: `/v1/subscriptions/${ID}:configure` }), 404, "NOT_FOUND");
+    });
+
+    it("answers a path id that cannot exist with 404", async () => {
+      for (const bad of ["ABCDEF0123456789abcdef0123456789", "123", `${ID}0`, "%00"]) {
+        const res = await call({ path: `/v1/subscriptions/${bad}` });
+        assertError(res, 404, "NOT_FOUND");
+        assertContract("getSubscription", res);
+      }
+    });
+
+    it("answers an operation that a later issue implements with 501 in the envelope", async () => {
+      const res = await call({ path: `/v1/subscriptions/${ID}` });
+      assertError(res, 501, "NOT_IMPLEMENTED");
+      assertContract("getSubscription", res);
+    });
+
+    it("answers an unparsable request with 400 in the envelope", async () => {
+      const text = await new Promise<string>((resolve, reject) => {
+        const s = net.connect(node.port, "127.0.0.1", () => s.write("BROKEN\u0000 / HTTP/1.1\r\n\r\n"));
+        let out = "";
+        s.on("data", (d) => (out += d));
+        s.on("end", () => resolve(out));
+        s.on("error", reject);
+      });
+      assert.match(text, /^HTTP\/1\.1 400 /);
+      assert.match(text, /X-Request-ID: [0-9a-f]{32}/);
+      assert.match(text, /Cache-Control: no-store/);
+      assert.match(text, /"code":"INVALID_ARGUMENT"/);
+    });
+  });
+
+  describe("query parameters", () => {
+    it("rejects any query string on an endpoint that takes none", async () => {
+      for (const q of ["?x=1", "?", "?queue_id=" + ID]) {
+        assertError(await call({ path: `/v1/credential${q}` }), 400, "INVALID_ARGUMENT");
+      }
+    });
+
+    it("rejects unknown, repeated, case-variant and non-canonical parameters on the list endpoints", async () => {
+      const q = cred.queues[0]!.id;
+      const bad = [
+        "",
+        `?queue_id=${q}&queue_id=${q}`,
+        `?queue_id=${q}&extra=1`,
+        `?Queue_id=${q}`,
+        `?queue_id=${q}&limit=01`,
+        `?queue_id=${q}&limit=0`,
+        `?queue_id=${q}&limit=101`,
+        `?queue_id=${q}&limit=1.0`,
+        `?queue_id=${q}&limit=%2B5`,
+        `?queue_id=${q}&limit=`,
+        `?queue_id=${q.toUpperCase()}`,
+        `?queue_id=${q}&cursor=%ZZ`,
+      ];
+      for (const query of bad) {
+        const res = await call({ path: `/v1/subscriptions${query}` });
+        assertError(res, 400, "INVALID_ARGUMENT");
+        assertContract("listSubscriptions", res);
+      }
+      const states = await call({ path: `/v1/subscriptions/${ID}/deliveries?state=leased` });
+      assertError(states, 400, "INVALID_ARGUMENT");
+    });
+
+    it("accepts the declared parameters", async () => {
+      const res = await call({ path: `/v1/subscriptions?queue_id=${cred.queues[0]!.id}&limit=100` });
+      assert.notEqual(res.status, 400, res.text);
+    });
+  });
+
+  describe("bodies", () => {
+    it("accepts a valid body (the handler is not implemented yet)", async () => {
+      const res = await create(validCreate());
+      assertError(res, 501, "NOT_IMPLEMENTED");
+    });
+
+    it("requires application/json", async () => {
+      for (const type of ["text/plain", "application/json; charset=latin1", "application/jsonx"]) {
+        const res = await call({ method: "POST", path: "/v1/subscriptions", headers: [KEY, ["Content-Type", type]], body: validCreate() });
+        assertError(res, 415, "UNSUPPORTED_MEDIA_TYPE");
+        assertContract("createSubscription", res);
+      }
+      const ok = await call({
+        method: "POST",
+        path: "/v1/subscriptions",
+        headers: [KEY, ["Content-Type", "application/json; charset=utf-8"]],
+        body: validCreate(),
+      });
+      assert.equal(ok.status, 501);
+    });
+
+    it("refuses bodies over 512 KiB with 413, and takes one just under", async () => {
+      const pad = (n: number) => JSON.stringify({ name: "x", queue_id: cred.queues[0]!.id, types: [] }).replace("{", "{" + " ".repeat(n));
+      const limit = 512 * 1024;
+      const big = pad(limit - validCreate().length + 100);
+      assert.ok(Buffer.byteLength(big) > limit);
+      const res = await create(big);
+      assertError(res, 413, "PAYLOAD_TOO_LARGE");
+      assertContract("createSubscription", res);
+      const small = pad(limit - 200);
+      assert.ok(Buffer.byteLength(small) <= limit);
+      assert.equal((await create(small)).status, 501);
+    });
+
+    it("rejects malformed JSON, duplicate keys at any depth, unknown fields and case-variant aliases", async () => {
+      const q = cred.queues[0]!.id;
+      const bad = [
+        "",
+        "{",
+        "[]",
+        "null",
+        `{"name":"a","queue_id":"${q}",}`,
+        `{"name":"a","name":"b","queue_id":"${q}"}`,
+        `{"name":"a","queue_id":"${q}","types":[],"\\u006eame":"c"}`,
+        `{"name":"a","queue_id":"${q}","extra":1}`,
+        `{"Name":"a","queue_id":"${q}"}`,
+        `{"name":"a","QUEUE_ID":"${q}"}`,
+        `{"name":"a","queue_id":"${q}","from_sequence":"01"}`,
+        `{"name":"a","queue_id":"${q}","from_sequence":"18446744073709551616"}`,
+        `{"name":"a","queue_id":"${q}","from_sequence":12}`,
+        `{"name":"a","queue_id":"${q}","max_pending":1e400}`,
+        `{"name":"a","queue_id":"${q}","types":["task.requeued"]}`,
+        `{"name":"-a","queue_id":"${q}"}`,
+        '\ufeff{"name":"a"}',
+      ];
+      for (const body of bad) {
+        const res = await create(body);
+        assertError(res, 400, "INVALID_ARGUMENT");
+        assertContract("createSubscription", res);
+      }
+      const invalidUtf8 = await create(Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]) as unknown as string);
+      assertError(invalidUtf8, 400, "INVALID_ARGUMENT");
+    });
+
+    it("rejects a body on an operation that takes none", async () => {
+      const res = await call({ path: "/v1/credential", body: "{}" });
+      assertError(res, 400, "INVALID_ARGUMENT");
+    });
+  });
+
+  describe("Idempotency-Key", () => {
+    it("is required on management writes, 1-128 printable ASCII, given once", async () => {
+      const cases: [string, [string, string][]][] = [
+        ["missing", []],
+        ["too long", [["Idempotency-Key", "k".repeat(129)]]],
+        ["control character", [["Idempotency-Key", "a\tb"]]],
+        ["repeated", [KEY, KEY]],
+      ];
+      for (const [what, headers] of cases) {
+        const res = await create(validCreate(), headers);
+        assertError(res, 400, "INVALID_ARGUMENT");
+        assert.match(res.json.error.message, /Idempotency-Key/, what);
+      }
+      assert.equal((await create(validCreate(), [["Idempotency-Key", "k".repeat(128)]])).status, 501);
+    });
+
+    it("is not needed by worker calls", async () => {
+      const res = await call({ method: "POST", path: "/v1/worker/claim", body: JSON.stringify({ queue_id: cred.queues[0]!.id }) });
+      assert.notEqual(res.status, 400, res.text);
+    });
+  });
+
+  describe("the event endpoint over plain HTTP", () => {
+    it("needs the upgrade: 426 PROTOCOL_REQUIRED after authentication", async () => {
+      assertError(await request(node.url, { path: "/v1/events/connect" }), 401, "UNAUTHENTICATED");
+      const res = await call({ path: "/v1/events/connect" });
+      assertError(res, 426, "PROTOCOL_REQUIRED");
+      assertContract("connectEvents", res);
+    });
+  });
+
+  describe("failures", () => {
+    it("answers 503 UNAVAILABLE with Retry-After when the deadline passes, and recovers", async () => {
+      const c = await db.connect();
+      try {
+        // Hold a write lock on the table authentication reads: the request cannot finish.
+        await c.query("LOCK TABLES credentials WRITE");
+        const started = Date.now();
+        const res = await call({ path: "/v1/credential" });
+        assertError(res, 503, "UNAVAILABLE");
+        assert.equal(res.headers["retry-after"], "1");
+        assert.ok(Date.now() - started < 5000, "answered at the deadline, not when the lock went");
+      } finally {
+        await c.query("UNLOCK TABLES");
+        await c.end();
+      }
+      const res = await call({ path: "/v1/credential" });
+      assert.equal(res.status, 200);
+    });
+
+    it("answers an internal failure with a bare 500: no SQL, no stack, no secret", async () => {
+      const c = await db.connect();
+      try {
+        await c.query("RENAME TABLE credential_queues TO credential_queues_gone");
+        const res = await call({ path: "/v1/credential" });
+        assertError(res, 500, "INTERNAL");
+        assertContract("getCurrentCredential", res);
+        for (const leak of ["credential_queues", "SELECT", "at ", ".js", "ER_", cred.token.slice(-43)]) {
+          assert.ok(!res.text.includes(leak), `response leaks ${leak}`);
+        }
+        const logs = node.lines.join("\n");
+        for (const leak of ["credential_queues", "SELECT", "    at "]) assert.ok(!logs.includes(leak), `log leaks ${leak}`);
+      } finally {
+        await c.query("RENAME TABLE credential_queues_gone TO credential_queues");
+        await c.end();
+      }
+      assert.equal((await call({ path: "/v1/credential" })).status, 200, "the node still serves");
+    });
+  });
+
+  describe("logging and shutdown", () => {
+    it("logs one JSON line per request with id, route, status and duration", async () => {
+      const res = await call({ path: "/v1/credential" });
+      const id = res.headers["x-request-id"];
+      const line = node.lines.map((l) => JSON.parse(l)).find((o) => o.msg === "request" && o.request_id === id);
+      assert.ok(line, "a log line for the request");
+      assert.equal(line.route, "getCurrentCredential");
+      assert.equal(line.status, 200);
+      assert.equal(typeof line.duration_ms, "number");
+      assert.ok(!node.lines.join("\n").includes(cred.token.slice(-43)), "no token in any log line");
+    });
+
+    it("stops on SIGTERM with exit code 0", async () => {
+      const extra = await startNode(db.url);
+      const code = await extra.stop("SIGTERM");
+      assert.equal(code, 0);
+      assert.ok(extra.lines.some((l) => l.includes('"msg":"stopped"')));
+    });
+  });
+});

@@ -1,0 +1,147 @@
+// Identity over real HTTP: `orbit bootstrap` output, token authentication (401), action
+// checks (403) and revocation, against a real `orbit serve` and MariaDB.
+import { strict as assert } from "node:assert";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { request } from "../helpers/http.js";
+import { assertContract, assertError } from "../helpers/contract.js";
+
+const ID = "0123456789abcdef0123456789abcdef";
+
+describe("identity: bootstrap, 401, 403", () => {
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let full: BootstrapOutput;
+  let tasksOnly: BootstrapOutput;
+
+  before(async () => {
+    db = await freshDatabase("identity");
+    full = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "q2"], eventAccess: true });
+    tasksOnly = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
+    node = await startNode(db.url);
+  });
+  after(async () => {
+    await node?.stop();
+    await db?.drop();
+  });
+
+  it("bootstrap --json prints exactly the object platform.md describes", () => {
+    assert.deepEqual(Object.keys(full).sort(), ["actions", "application_id", "credential_id", "namespace_id", "queues", "token"]);
+    for (const id of [full.namespace_id, full.application_id, full.credential_id]) assert.match(id, /^[0-9a-f]{32}$/);
+    assert.match(full.token, new RegExp(`^orbit_${full.credential_id}_[A-Za-z0-9_-]{43}$`));
+    assert.deepEqual(full.queues.map((q) => q.name), ["q", "q2"]);
+    assert.deepEqual(
+      [...full.actions].sort(),
+      ["events:consume", "events:manage", "events:read", "tasks:cancel", "tasks:read", "tasks:review", "tasks:submit", "tasks:work"],
+    );
+  });
+
+  it("bootstrap reuses existing names and always issues a new credential", () => {
+    assert.equal(tasksOnly.namespace_id, full.namespace_id);
+    assert.equal(tasksOnly.application_id, full.application_id);
+    assert.equal(tasksOnly.queues[0]!.id, full.queues[0]!.id);
+    assert.notEqual(tasksOnly.credential_id, full.credential_id);
+    assert.ok(tasksOnly.actions.every((a) => a.startsWith("tasks:")), "no event actions without --event-access");
+  });
+
+  it("stores only a digest of the secret", async () => {
+    const c = await db.connect();
+    try {
+      const [rows] = await c.query<any[]>("SELECT * FROM credentials WHERE id = ?", [full.credential_id]);
+      const secret = full.token.slice(-43);
+      const stored = JSON.stringify(rows[0], (_k, v) => (v?.type === "Buffer" ? Buffer.from(v.data).toString("base64url") : v));
+      assert.ok(!stored.includes(secret), "the secret is not stored");
+      assert.equal(rows[0].secret_digest.length, 32);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it("a token authenticates: the caller is resolved from the token alone", async () => {
+    const res = await request(node.url, { path: "/v1/credential", token: full.token });
+    assert.equal(res.status, 200, res.text);
+    assertContract("getCurrentCredential", res);
+    assert.match(String(res.headers["content-type"]), /^application\/json/);
+    assert.deepEqual(res.json.data, {
+      namespace_id: full.namespace_id,
+      application_id: full.application_id,
+      credential_id: full.credential_id,
+      actions: [...full.actions].sort(),
+      queues: full.queues,
+    });
+  });
+
+  it("a missing, malformed, tampered or unknown token gets 401 in the envelope", async () => {
+    const secret = full.token.slice(-43);
+    const flipped = (secret[0] === "A" ? "B" : "A") + secret.slice(1);
+    const cases: [string, [string, string][]][] = [
+      ["no header", []],
+      ["tampered secret", [["Authorization", `Bearer orbit_${full.credential_id}_${flipped}`]]],
+      ["unknown credential", [["Authorization", `Bearer orbit_${ID}_${secret}`]]],
+      ["other credential's secret", [["Authorization", `Bearer orbit_${tasksOnly.credential_id}_${secret}`]]],
+      ["wrong scheme", [["Authorization", `Basic ${full.token}`]]],
+      ["truncated", [["Authorization", `Bearer ${full.token.slice(0, -1)}`]]],
+      ["repeated header", [["Authorization", `Bearer ${full.token}`], ["Authorization", `Bearer ${full.token}`]]],
+    ];
+    for (const [what, headers] of cases) {
+      const res = await request(node.url, { path: "/v1/credential", headers });
+      assertError(res, 401, "UNAUTHENTICATED");
+      assertContract("getCurrentCredential", res);
+      assert.ok(!res.text.includes(secret), `${what}: no secret echoed`);
+    }
+  });
+
+  it("a valid token without the action gets 403, even for a resource it cannot see", async () => {
+    const res = await request(node.url, { path: `/v1/subscriptions/${ID}`, token: tasksOnly.token });
+    assertError(res, 403, "PERMISSION_DENIED");
+    assertContract("getSubscription", res);
+    const consume = await request(node.url, { path: "/v1/events/connect", token: tasksOnly.token });
+    assertError(consume, 403, "PERMISSION_DENIED");
+  });
+
+  it("a token with the action passes authentication and the action check", async () => {
+    const res = await request(node.url, { path: `/v1/subscriptions/${ID}`, token: full.token });
+    assert.notEqual(res.status, 401);
+    assert.notEqual(res.status, 403);
+  });
+
+  it("a revoked credential gets 401 from then on", async () => {
+    const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
+    const before = await request(node.url, { path: "/v1/credential", token: extra.token });
+    assert.equal(before.status, 200);
+    const res = await runCli(["revoke", "--credential", extra.credential_id], { ORBIT_DATABASE_URL: db.url });
+    assert.equal(res.code, 0, res.stderr);
+    const after = await request(node.url, { path: "/v1/credential", token: extra.token });
+    assertError(after, 401, "UNAUTHENTICATED");
+    const again = await runCli(["revoke", "--credential", extra.credential_id], { ORBIT_DATABASE_URL: db.url });
+    assert.equal(again.code, 1, "revoking twice reports that nothing was active");
+  });
+
+  it("bootstrap refuses bad names and writes nothing", async () => {
+    const c = await db.connect();
+    try {
+      const count = async () => Number(((await c.query<any[]>("SELECT COUNT(*) AS n FROM credentials"))[0] as any[])[0].n);
+      const n0 = await count();
+      for (const args of [
+        ["--namespace", "-bad", "--application", "app", "--queue", "q"],
+        ["--namespace", "ns", "--application", "a b", "--queue", "q"],
+        ["--namespace", "ns", "--application", "app", "--queue", "x".repeat(129)],
+        ["--namespace", "ns", "--application", "app"],
+        ["--namespace", "ns", "--application", "app", "--queue", "q", "--queue", "q"],
+        ["--namespace", "ns", "--application", "app", "--queue", "q", "--bogus"],
+      ]) {
+        const res = await runCli(["bootstrap", ...args], { ORBIT_DATABASE_URL: db.url });
+        assert.equal(res.code, 2, `${args.join(" ")}: ${res.stderr}`);
+        assert.match(res.stderr, /orbit bootstrap:/);
+      }
+      assert.equal(await count(), n0, "no credential was created");
+    } finally {
+      await c.end();
+    }
+  });
+
+  it("the token never appears in the node's log", () => {
+    const all = node.lines.join("\n");
+    for (const t of [full.token, tasksOnly.token]) assert.ok(!all.includes(t.slice(-43)));
+  });
+});

@@ -1,0 +1,36 @@
+// One database per test file (style habit 11): created fresh, dropped at the end.
+import mysql from "mysql2/promise";
+
+export const MYSQL_SERVER = process.env.ORBIT_TEST_MYSQL ?? "mysql://root@127.0.0.1:3306";
+
+export interface TestDatabase {
+  readonly name: string;
+  readonly url: string;
+  /** A direct connection for assertions and for holding locks. */
+  connect(): Promise<mysql.Connection>;
+  drop(): Promise<void>;
+}
+
+export async function freshDatabase(label: string): Promise<TestDatabase> {
+  const name = `orbit_t_${label.replace(/[^a-z0-9_]/gi, "_")}_${process.pid}`.slice(0, 64);
+  const admin = await mysql.createConnection({ uri: MYSQL_SERVER });
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS \`${name}\``);
+  } finally {
+    await admin.end();
+  }
+  const url = `${MYSQL_SERVER}/${name}`;
+  return {
+    name,
+    url,
+    connect: () => mysql.createConnection({ uri: url, timezone: "Z", supportBigNumbers: true, bigNumberStrings: true }),
+    async drop() {
+      const c = await mysql.createConnection({ uri: MYSQL_SERVER });
+      try {
+        await c.query(`DROP DATABASE IF EXISTS \`${name}\``);
+      } finally {
+        await c.end();
+      }
+    },
+  };
+}
