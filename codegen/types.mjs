@@ -18,9 +18,13 @@ export async function emitOpenapiTypes(openapi) {
  */
 export async function emitFrameTypes(events) {
   const schema = structuredClone(events);
-  // Name types after $defs keys, not after titles, so that names are stable.
+  // Objects and unions are named after their $defs keys so that names are stable;
+  // primitive aliases (Id, Uint64String, …) stay plain strings, since json-schema-to-
+  // typescript would otherwise emit a numbered copy (Id1, Id2, …) for every use.
   for (const [key, def] of Object.entries(schema.$defs ?? {})) {
-    if (def && typeof def === "object") def.title = pascal(key);
+    const named = def && typeof def === "object" && (def.type === "object" || def.oneOf || def.allOf);
+    if (named) def.title = pascal(key);
+    else if (def && typeof def === "object") delete def.title;
   }
   const wrapper = {
     ...schema,

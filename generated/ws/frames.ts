@@ -35,10 +35,6 @@ export type Id = string;
  */
 export type SessionId = string;
 /**
- * The delivery's lease_epoch from the event.deliver.
- */
-export type Uint64String = string;
-/**
  * A delivery lease secret: 32 random bytes as canonical unpadded base64url (RFC 4648 §5): 43 characters, the last of which carries two zero padding bits (so it is one of A E I M Q U Y c g k o s w 0 4 8). It appears only in event.deliver and event.ack frames; never in a URL, an HTTP response or a log.
  *
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
@@ -51,7 +47,7 @@ export type LeaseSecret = string;
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
  * via the `definition` "serverFrame".
  */
-export type ServerFrame = EventsWelcome | EventDeliver | Ack | Error;
+export type ServerFrame = EventsWelcome | EventDeliver | Ack | ErrorFrame;
 /**
  * The message_id of the client frame this frame answers.
  *
@@ -59,10 +55,6 @@ export type ServerFrame = EventsWelcome | EventDeliver | Ack | Error;
  * via the `definition` "replyTo".
  */
 export type ReplyTo = string;
-/**
- * A 32-character lowercase hexadecimal identity (128 bits).
- */
-export type Id1 = string;
 /**
  * An RFC 3339 time in UTC, always with a "Z" suffix (no numeric offsets). 0 to 9 fractional digits are accepted; Orbit emits exactly three (millisecond precision, e.g. "2026-09-17T10:00:00.000Z").
  *
@@ -78,44 +70,12 @@ export type Timestamp = string;
  */
 export type EventDelivery = EventDelivery1;
 /**
- * A 32-character lowercase hexadecimal identity (128 bits).
- */
-export type Id2 = string;
-/**
- * A 32-character lowercase hexadecimal identity (128 bits).
- */
-export type Id3 = string;
-/**
- * Sequence of the source result event in the namespace stream.
- */
-export type Uint64String1 = string;
-/**
- * Delivery concurrency version; changes on claim, lease recovery, ACK and manual retry.
- */
-export type Uint64String2 = string;
-/**
  * The state of an event delivery. PENDING: waiting to be sent (first time, or again after a lease ran out within budget, or after a manual retry). LEASED: sent under a lease that has not been recovered yet (it may show LEASED past lease_until until a later claim on the enabled subscription recovers it). ACKED: acknowledged with a valid proof (final). EXPIRED: the attempt budget is used up; it still counts towards pending_count and can be retried manually or ACKed with its latest proof.
  *
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
  * via the `definition` "DeliveryState".
  */
 export type DeliveryState = "PENDING" | "LEASED" | "ACKED" | "EXPIRED";
-/**
- * An RFC 3339 time in UTC, always with a "Z" suffix (no numeric offsets). 0 to 9 fractional digits are accepted; Orbit emits exactly three (millisecond precision, e.g. "2026-09-17T10:00:00.000Z").
- */
-export type Timestamp1 = string;
-/**
- * "0" if never sent; +1 on every claim. An ACK proof is (delivery id, epoch, lease secret).
- */
-export type Uint64String3 = string;
-/**
- * An RFC 3339 time in UTC, always with a "Z" suffix (no numeric offsets). 0 to 9 fractional digits are accepted; Orbit emits exactly three (millisecond precision, e.g. "2026-09-17T10:00:00.000Z").
- */
-export type Timestamp2 = string;
-/**
- * An RFC 3339 time in UTC, always with a "Z" suffix (no numeric offsets). 0 to 9 fractional digits are accepted; Orbit emits exactly three (millisecond precision, e.g. "2026-09-17T10:00:00.000Z").
- */
-export type Timestamp3 = string;
 /**
  * An immutable result event of the namespace's result log, as delivered to subscriptions (spec §6). `details.state` and `snapshot.state` are the task state the event's type names (task.succeeded → SUCCEEDED, task.failed → FAILED, task.cancelled → CANCELLED, task.needs_review → NEEDS_REVIEW). It never contains task input or delivery secrets.
  *
@@ -124,14 +84,6 @@ export type Timestamp3 = string;
  */
 export type ResultEvent = ResultEvent1;
 /**
- * A 32-character lowercase hexadecimal identity (128 bits).
- */
-export type Id4 = string;
-/**
- * Position in the namespace's result stream ("1", "2", … without gaps).
- */
-export type Uint64String4 = string;
-/**
  * The four result event types a subscription can receive. The safe-retry event "task.requeued" is in the result log but is never a subscription type and is never delivered. "task.needs_review" is neither success nor definite failure: the same task may later produce another authoritative result, so consumers dedupe by event id, never only by task id.
  *
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
@@ -139,14 +91,6 @@ export type Uint64String4 = string;
  */
 export type ResultEventType =
   "task.succeeded" | "task.failed" | "task.cancelled" | "task.needs_review";
-/**
- * A 32-character lowercase hexadecimal identity (128 bits).
- */
-export type Id5 = string;
-/**
- * The task revision this event produced.
- */
-export type Uint64String5 = string;
 /**
  * The state of a task.
  *
@@ -161,11 +105,7 @@ export type TaskState =
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
  * via the `definition` "Uint64String".
  */
-export type Uint64String6 = string;
-/**
- * A 32-character lowercase hexadecimal identity (128 bits).
- */
-export type Id6 = string;
+export type Uint64String = string;
 /**
  * Machine-readable error code. HTTP status and WebSocket behaviour of each code (spec §7, plus
  * Orbit's own transport codes, marked "Orbit"):
@@ -291,7 +231,10 @@ export interface EventAck {
   session_id: SessionId;
   body: {
     delivery_id: Id;
-    epoch: Uint64String;
+    /**
+     * The delivery's lease_epoch from the event.deliver.
+     */
+    epoch: string;
     lease_secret: LeaseSecret;
   };
 }
@@ -308,7 +251,10 @@ export interface EventsWelcome {
   reply_to: ReplyTo;
   session_id: SessionId;
   body: {
-    session_id: Id1;
+    /**
+     * A 32-character lowercase hexadecimal identity (128 bits).
+     */
+    session_id: string;
     subscription_id: Id;
     /**
      * The capacity from hello.
@@ -352,16 +298,37 @@ export interface EventDeliver {
   };
 }
 export interface EventDelivery1 {
-  id: Id2;
+  /**
+   * A 32-character lowercase hexadecimal identity (128 bits).
+   */
+  id: string;
   subscription_id: Id;
-  event_id: Id3;
-  sequence: Uint64String1;
-  revision: Uint64String2;
+  /**
+   * A 32-character lowercase hexadecimal identity (128 bits).
+   */
+  event_id: string;
+  /**
+   * Sequence of the source result event in the namespace stream.
+   */
+  sequence: string;
+  /**
+   * Delivery concurrency version; changes on claim, lease recovery, ACK and manual retry.
+   */
+  revision: string;
   state: DeliveryState;
   created_at: Timestamp;
-  available_at: Timestamp1;
-  lease_epoch: Uint64String3;
-  lease_until?: Timestamp2;
+  /**
+   * An RFC 3339 time in UTC, always with a "Z" suffix (no numeric offsets). 0 to 9 fractional digits are accepted; Orbit emits exactly three (millisecond precision, e.g. "2026-09-17T10:00:00.000Z").
+   */
+  available_at: string;
+  /**
+   * "0" if never sent; +1 on every claim. An ACK proof is (delivery id, epoch, lease secret).
+   */
+  lease_epoch: string;
+  /**
+   * An RFC 3339 time in UTC, always with a "Z" suffix (no numeric offsets). 0 to 9 fractional digits are accepted; Orbit emits exactly three (millisecond precision, e.g. "2026-09-17T10:00:00.000Z").
+   */
+  lease_until?: string;
   /**
    * Sends used so far. A manual retry does not reset it.
    */
@@ -370,15 +337,30 @@ export interface EventDelivery1 {
    * Cumulative attempt budget: the subscription's max_attempts at materialisation plus every manual retry's additional_attempts; at most 1000000.
    */
   attempt_budget: number;
-  acknowledged_at?: Timestamp3;
+  /**
+   * An RFC 3339 time in UTC, always with a "Z" suffix (no numeric offsets). 0 to 9 fractional digits are accepted; Orbit emits exactly three (millisecond precision, e.g. "2026-09-17T10:00:00.000Z").
+   */
+  acknowledged_at?: string;
 }
 export interface ResultEvent1 {
-  id: Id4;
-  sequence: Uint64String4;
+  /**
+   * A 32-character lowercase hexadecimal identity (128 bits).
+   */
+  id: string;
+  /**
+   * Position in the namespace's result stream ("1", "2", … without gaps).
+   */
+  sequence: string;
   type: ResultEventType;
   aggregate_kind: "task";
-  aggregate_id: Id5;
-  aggregate_revision: Uint64String5;
+  /**
+   * A 32-character lowercase hexadecimal identity (128 bits).
+   */
+  aggregate_id: string;
+  /**
+   * The task revision this event produced.
+   */
+  aggregate_revision: string;
   occurred_at: Timestamp;
   /**
    * Metadata of the source event; it evolves per event type and never carries task input.
@@ -405,7 +387,7 @@ export interface ResultEvent1 {
     task_id: Id;
     queue_id: Id;
     state: TaskState;
-    revision: Uint64String6;
+    revision: Uint64String;
     /**
      * True when a worker may have had an effect Orbit cannot confirm: the task was cancelled while RUNNING, or failed because its last attempt lease ran out.
      */
@@ -414,7 +396,10 @@ export interface ResultEvent1 {
      * The business result exactly as the worker (or reviewer) submitted it, as raw JSON text, e.g. "{\"n\":12345678901234567890}", so no JSON parser on the way can lose precision. Absent when no result was submitted.
      */
     result?: string;
-    current_attempt_id?: Id6;
+    /**
+     * A 32-character lowercase hexadecimal identity (128 bits).
+     */
+    current_attempt_id?: string;
   };
 }
 /**
@@ -440,7 +425,7 @@ export interface Ack {
 export interface AckReceipt {
   delivery_id: Id;
   event_id: Id;
-  epoch: Uint64String6;
+  epoch: Uint64String;
   acknowledged_at: Timestamp;
   deduplicated: boolean;
 }
@@ -461,9 +446,9 @@ export interface PingReply {
  * An error, with `error` and never a `body`. Errors answering a client frame carry reply_to; errors found by background work (authorization revoked, history purged, database failure) may have none. A failed hello has no session_id; errors after binding carry the current session_id. Whether the connection stays or closes after it depends on the code (see ErrorCode).
  *
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
- * via the `definition` "error".
+ * via the `definition` "errorFrame".
  */
-export interface Error {
+export interface ErrorFrame {
   protocol_version: ProtocolVersion;
   type: "error";
   message_id: MessageId;

@@ -3083,7 +3083,7 @@ return errors === 0;
 }
 validate64.evaluated = {"dynamicProps":true,"dynamicItems":false};
 
-export const error = validate68;
+export const errorFrame = validate68;
 const schema99 = {"type":"object","description":"An error, with `error` and never a `body`. Errors answering a client frame carry reply_to; errors found by background work (authorization revoked, history purged, database failure) may have none. A failed hello has no session_id; errors after binding carry the current session_id. Whether the connection stays or closes after it depends on the code (see ErrorCode).","additionalProperties":false,"required":["protocol_version","type","message_id","error"],"properties":{"protocol_version":{"$ref":"#/$defs/protocolVersion"},"type":{"type":"string","const":"error"},"message_id":{"$ref":"#/$defs/messageId"},"reply_to":{"$ref":"#/$defs/replyTo"},"session_id":{"$ref":"#/$defs/sessionId"},"error":{"$ref":"#/$defs/ErrorInfo"}},"examples":[{"protocol_version":"1","type":"error","message_id":"12121212121212121212121212121212","reply_to":"dddddddddddddddddddddddddddddddd","session_id":"44444444444444444444444444444444","error":{"code":"DELIVERY_LEASE_LOST","message":"the delivery lease was replaced or the proof is invalid"}},{"protocol_version":"1","type":"error","message_id":"13131313131313131313131313131313","reply_to":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","error":{"code":"NOT_FOUND","message":"not found"}}]};
 
 function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -6146,7 +6146,7 @@ return errors === 0;
 validate80.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 export const serverFrame = validate81;
-const schema48 = {"type":"object","description":"Any frame the server sends.","oneOf":[{"$ref":"#/$defs/eventsWelcome"},{"$ref":"#/$defs/eventDeliver"},{"$ref":"#/$defs/ack"},{"$ref":"#/$defs/error"}],"discriminator":{"propertyName":"type"}};
+const schema48 = {"type":"object","description":"Any frame the server sends.","oneOf":[{"$ref":"#/$defs/eventsWelcome"},{"$ref":"#/$defs/eventDeliver"},{"$ref":"#/$defs/ack"},{"$ref":"#/$defs/errorFrame"}],"discriminator":{"propertyName":"type"}};
 
 function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

@@ -16,6 +16,7 @@ import { readJsonBody, requestHasBody } from "./body.js";
 import { success } from "./envelope.js";
 import { check, validator } from "./validation.js";
 import { translateDbError } from "../db/tx.js";
+import { MAX_CLAIM_WAIT_MS } from "../config/limits.js";
 
 /** What every handler gets besides its request. */
 export interface HandlerContext {
@@ -54,7 +55,7 @@ async function runOperation(ctx: Context, route: RouteSpec, deps: RouterDeps): P
     timer = setTimeout(() => {
       controller.abort();
       reject(unavailable());
-    }, deps.requestTimeoutMs);
+    }, deadlineMs(route, deps.requestTimeoutMs));
   });
   try {
     const result = await Promise.race([work, deadline]);
@@ -66,6 +67,15 @@ async function runOperation(ctx: Context, route: RouteSpec, deps: RouterDeps): P
     // is no longer anyone's to report.
     work.catch(() => undefined);
   }
+}
+
+/**
+ * The management deadline (8 s). A worker claim may long-poll up to 20 s on purpose, so
+ * its deadline is the longest wait plus the same 8 s; the claim bounds its own wait by
+ * the wait_ms it was given (openapi.yaml: "wait_ms + 8 s").
+ */
+function deadlineMs(route: RouteSpec, requestTimeoutMs: number): number {
+  return route.operationId === "claimTask" ? requestTimeoutMs + MAX_CLAIM_WAIT_MS : requestTimeoutMs;
 }
 
 type AnyResult = { status: number; data?: unknown };
