@@ -6,10 +6,12 @@ import { describeError, type Logger } from "./log/index.js";
 import { requestContext } from "./http/middleware.js";
 import { buildRouter, type HandlerContext } from "./http/router.js";
 import type { Implementation } from "../generated/http/routes.js";
+import type { NodeServices } from "./domain/services.js";
 import { handlers as defaultHandlers } from "./http/handlers/index.js";
 
 export interface AppDeps {
   readonly pool: Pool;
+  readonly services: NodeServices;
   readonly log: Logger;
   readonly requestTimeoutMs: number;
   readonly handlers?: Implementation<HandlerContext>;
@@ -23,6 +25,7 @@ export function buildApp(deps: AppDeps): Koa {
   app.on("error", (e: unknown) => deps.log.log("error", "koa error", describeError(e)));
   const router = buildRouter({
     pool: deps.pool,
+    services: deps.services,
     handlers: deps.handlers ?? defaultHandlers,
     requestTimeoutMs: deps.requestTimeoutMs,
   });

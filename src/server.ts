@@ -10,6 +10,8 @@ import { buildApp } from "./app.js";
 import { writeRawError } from "./http/raw.js";
 import { describeError, type Logger } from "./log/index.js";
 import type { Pool } from "./db/types.js";
+import { createServices } from "./domain/services.js";
+import { startBackground } from "./background.js";
 
 export interface RunningServer {
   readonly url: string;
@@ -33,7 +35,8 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   }
   const pool = createPool(config.databaseUrl, config.dbPoolSize);
   let closing = false;
-  const app = buildApp({ pool, log, requestTimeoutMs: config.requestTimeoutMs });
+  const services = createServices(pool, log, config.workerLeaseMs);
+  const app = buildApp({ pool, services, log, requestTimeoutMs: config.requestTimeoutMs });
   const koaHandler = app.callback();
   // requireHostHeader off: Node would answer a Host-less request with a bare 400
   // outside the envelope; Koa answers it like any other.
@@ -59,6 +62,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     server.listen(config.port, config.host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
+  const background = startBackground(pool, services, log, config.retentionMs);
   log.log("info", "listening", { host: config.host, port, max_body_bytes: MAX_BODY_BYTES });
 
   let closed: Promise<void> | undefined;
@@ -69,11 +73,14 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     close(graceMs = SHUTDOWN_GRACE_MS) {
       closed ??= (async () => {
         closing = true;
+        // Long-polling claims answer 204 now rather than hold the shutdown up.
+        services.queueSignals.close();
         const done = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
         await done;
         clearTimeout(timer);
+        await background.stop();
         await pool.end();
         log.log("info", "stopped");
       })();

@@ -300,7 +300,7 @@ export interface paths {
         put?: never;
         /**
          * Give an attempt back (safe retry)
-         * @description RUNNING → QUEUED (a task.requeued event, which is never delivered to subscriptions); the worker asserts it had no effect. An attempt is stale once its task left RUNNING under it (completed, requeued, lease expired or cancelled). Sending the identical body again for a stale attempt answers 200 with the current task and writes nothing (Orbit's choice: this holds for :complete and :requeue alike, and only for the call that ended the attempt); anything else → 409 STATE_CONFLICT. An attempt of a queue outside the credential's scope → 404.
+         * @description RUNNING → QUEUED (a task.requeued event with reason WORKER_REQUEUED, which is never delivered to subscriptions); the worker asserts it had no effect. Orbit's choice: a requeue counts against the task's max_attempts like any attempt, so a task that has used its last attempt becomes FAILED instead (a task.failed event, reason ATTEMPTS_EXHAUSTED, effect_uncertain=false). Requeued tasks go to the back of the queue. An attempt is stale once its task left RUNNING under it (completed, requeued, lease expired or cancelled). Sending the identical body again for a stale attempt answers 200 with the current task and writes nothing (Orbit's choice: this holds for :complete and :requeue alike, and only for the call that ended the attempt); anything else → 409 STATE_CONFLICT. An attempt of a queue outside the credential's scope → 404.
          */
         post: operations["requeueAttempt"];
         delete?: never;
@@ -575,6 +575,7 @@ export interface components {
                  *     - CANCEL_REQUESTED: cancelTask moved the task to CANCELLED.
                  *     - REVIEW_SUCCEEDED: resolveTask with outcome succeeded.
                  *     - REVIEW_FAILED: resolveTask with outcome failed.
+                 *     - ATTEMPTS_EXHAUSTED: the task used its last attempt (max_attempts) and became FAILED: its worker lease ran out (effect_uncertain=true) or its worker gave it back with requeueAttempt (effect_uncertain=false).
                  *     Other values matching the pattern may be added; consumers must accept codes they do not know.
                  * @example CANCEL_REQUESTED
                  */
@@ -674,7 +675,7 @@ export interface components {
         ClaimResult: {
             task: components["schemas"]["Task"];
             attempt_id: components["schemas"]["Id"];
-            /** @description End of the attempt lease (ORBIT_WORKER_LEASE_MS, 60 s by default). When it runs out the task goes back to QUEUED (a task.requeued event) or, at its attempt limit, to FAILED with effect_uncertain=true. */
+            /** @description End of the attempt lease (ORBIT_WORKER_LEASE_MS, 60 s by default). When it runs out the task goes back to QUEUED (a task.requeued event, reason LEASE_EXPIRED) or, at its attempt limit, to FAILED (task.failed, reason ATTEMPTS_EXHAUSTED), both with effect_uncertain=true. Recovery runs on every node once a second and before every claim of the queue, so a late completion of the attempt may still win until then (the lease is the earliest time of recovery, not a promise of it). */
             lease_until: components["schemas"]["Timestamp"];
         };
         CompleteAttemptRequest: {

@@ -355,6 +355,8 @@ export interface HandlerRequest<K extends HttpOperationId> {
   readonly idempotencyKey: () => string;
   /** The exact JSON text of a top-level body field as sent (after body() resolved). */
   readonly rawField: (name: string) => string | undefined;
+  /** The canonical text of the body (sorted keys, numbers as sent), after body() resolved. */
+  readonly canonicalBody: () => string;
 }
 
 export type HandlerResult<K extends HttpOperationId> = OperationTypes[K]["result"];

@@ -375,6 +375,7 @@ export interface ResultEvent1 {
      * - CANCEL_REQUESTED: cancelTask moved the task to CANCELLED.
      * - REVIEW_SUCCEEDED: resolveTask with outcome succeeded.
      * - REVIEW_FAILED: resolveTask with outcome failed.
+     * - ATTEMPTS_EXHAUSTED: the task used its last attempt (max_attempts) and became FAILED: its worker lease ran out (effect_uncertain=true) or its worker gave it back with requeueAttempt (effect_uncertain=false).
      * Other values matching the pattern may be added; consumers must accept codes they do not know.
      */
     reason: string;

@@ -5,6 +5,7 @@ import { runBootstrap } from "./bootstrap.js";
 import { runMigrate } from "./migrate.js";
 import { runRevoke } from "./revoke.js";
 import { runServe } from "./serve.js";
+import { runPurge } from "./purge.js";
 import { UsageError } from "./args.js";
 
 const USAGE = `orbit: reliable task-result subscriptions
@@ -16,6 +17,7 @@ Commands:
   bootstrap   create a namespace, application, queues and a new credential; print its token
   serve       run a node: HTTP API and WebSocket event delivery
   revoke      revoke a credential: its token authenticates nothing from then on
+  purge       delete old result events and raise the namespace's retention boundary
 
 Run "orbit <command> --help" for a command's options. Configuration comes from the
 environment (ORBIT_DATABASE_URL, ORBIT_HOST, ORBIT_PORT, ...; see README.md).
@@ -26,6 +28,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   bootstrap: runBootstrap,
   serve: runServe,
   revoke: runRevoke,
+  purge: runPurge,
 };
 
 async function main(argv: string[]): Promise<number> {

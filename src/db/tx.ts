@@ -37,15 +37,20 @@ export function translateDbError(e: unknown): unknown {
 import type { Tx } from "./types.js";
 export type { Tx };
 
+export type Isolation = "READ COMMITTED" | "REPEATABLE READ";
+
 export async function withTransaction<T>(
   pool: Pool,
   fn: (tx: Tx) => Promise<T>,
   signal?: AbortSignal,
+  isolation?: Isolation,
 ): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     let conn: PoolConnection | undefined;
     try {
       conn = await pool.getConnection();
+      // Applies to the next transaction only; the default stays REPEATABLE READ.
+      if (isolation) await conn.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);
       await conn.beginTransaction();
       const out = await fn(conn);
       if (signal?.aborted) throw unavailable();

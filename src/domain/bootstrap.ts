@@ -3,7 +3,7 @@
 // The token is returned once and never stored.
 import type { Pool } from "../db/types.js";
 import { withTransaction } from "../db/tx.js";
-import { insertCredential, upsertApplication, upsertNamespace, upsertQueue } from "../db/queries/identity.js";
+import { ensureStream, insertCredential, upsertApplication, upsertNamespace, upsertQueue } from "../db/queries/identity.js";
 import { EVENT_ACTIONS, TASK_ACTIONS, issueToken, newId, type Action } from "./identity.js";
 
 /** The name rule of spec §2, used for every operator-chosen name. */
@@ -45,6 +45,7 @@ export async function bootstrap(pool: Pool, input: BootstrapInput): Promise<Boot
   const actions: Action[] = input.eventAccess ? [...TASK_ACTIONS, ...EVENT_ACTIONS] : [...TASK_ACTIONS];
   return withTransaction(pool, async (tx) => {
     const namespaceId = await upsertNamespace(tx, newId(), input.namespace);
+    await ensureStream(tx, namespaceId);
     const applicationId = await upsertApplication(tx, newId(), namespaceId, input.application);
     const queues: { id: string; name: string }[] = [];
     for (const name of input.queues) queues.push({ id: await upsertQueue(tx, newId(), namespaceId, name), name });

@@ -13,7 +13,11 @@ export function requestHasBody(req: IncomingMessage): boolean {
   return (len !== undefined && len !== "0") || req.headers["transfer-encoding"] !== undefined;
 }
 
-export async function readJsonBody(req: IncomingMessage): Promise<StrictJsonResult> {
+export interface JsonBody extends StrictJsonResult {
+  readonly text: string;
+}
+
+export async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
   const type = req.headers["content-type"];
   if (type === undefined || !JSON_TYPE.test(type)) throw new OrbitError("UNSUPPORTED_MEDIA_TYPE");
   const declared = Number(req.headers["content-length"] ?? "0");
@@ -33,7 +37,7 @@ export async function readJsonBody(req: IncomingMessage): Promise<StrictJsonResu
   }
   if (text.length === 0) throw invalidArgument("the body must be a JSON object");
   try {
-    return parseStrictJson(text, { maxDepth: MAX_JSON_DEPTH });
+    return { ...parseStrictJson(text, { maxDepth: MAX_JSON_DEPTH }), text };
   } catch (e) {
     if (e instanceof WireError) throw invalidArgument(`the body is not strict JSON: ${e.message}`);
     throw e;

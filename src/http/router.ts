@@ -11,6 +11,8 @@ import { authenticate, requireAction, isAction, type Caller } from "../domain/id
 import type { Pool } from "../db/types.js";
 import { OrbitError, invalidArgument, notFound, unavailable } from "../wire/errors.js";
 import { parseQuery } from "../wire/query.js";
+import { canonicalJson } from "../wire/canonical.js";
+import type { NodeServices } from "../domain/services.js";
 import { WireError } from "../wire/wire-error.js";
 import { readJsonBody, requestHasBody } from "./body.js";
 import { success } from "./envelope.js";
@@ -21,6 +23,7 @@ import { MAX_CLAIM_WAIT_MS } from "../config/limits.js";
 /** What every handler gets besides its request. */
 export interface HandlerContext {
   readonly pool: Pool;
+  readonly services: NodeServices;
   readonly requestId: string;
   /** Aborted when the management deadline passes; transactions roll back instead of committing. */
   readonly signal: AbortSignal;
@@ -30,6 +33,7 @@ export interface HandlerContext {
 
 export interface RouterDeps {
   readonly pool: Pool;
+  readonly services: NodeServices;
   readonly handlers: Implementation<HandlerContext>;
   readonly requestTimeoutMs: number;
 }
@@ -96,6 +100,7 @@ async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal:
   ) => Promise<AnyResult>;
   const hctx: HandlerContext = {
     pool: deps.pool,
+    services: deps.services,
     requestId: ctx.state.requestId as string,
     signal,
     caller() {
@@ -172,6 +177,7 @@ function lazyInput(ctx: Context, route: RouteSpec) {
   let read = false;
   let keyRead = false;
   let raw: ReadonlyMap<string, string> = new Map();
+  let text: string | undefined;
   return {
     wasRead: () => read,
     keyWasRead: () => keyRead,
@@ -180,6 +186,7 @@ function lazyInput(ctx: Context, route: RouteSpec) {
       read = true;
       const parsed = await readJsonBody(ctx.req);
       raw = parsed.raw;
+      text = parsed.text;
       return check(`body_${route.operationId}`, parsed.value, "body");
     },
     idempotencyKey(): string {
@@ -192,5 +199,9 @@ function lazyInput(ctx: Context, route: RouteSpec) {
       return key;
     },
     rawField: (name: string) => raw.get(name),
+    canonicalBody(): string {
+      if (text === undefined) throw new Error("canonicalBody() before body()");
+      return canonicalJson(text);
+    },
   };
 }

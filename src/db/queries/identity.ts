@@ -100,3 +100,18 @@ export async function revokeCredential(db: Pool | Tx, id: string): Promise<boole
   );
   return res.affectedRows === 1;
 }
+
+/** Creates the namespace's result stream (head 0, nothing purged) unless it exists. */
+export async function ensureStream(tx: Tx, namespaceId: string): Promise<void> {
+  await tx.query(
+    `INSERT IGNORE INTO namespace_streams (namespace_id, head_sequence, retention_boundary, updated_at)
+     VALUES (?, 0, 0, UTC_TIMESTAMP(3))`,
+    [namespaceId],
+  );
+}
+
+/** Takes a namespace name; returns its id. */
+export async function selectNamespaceId(db: Pool | Tx, name: string): Promise<string | undefined> {
+  const [rows] = await db.query<RowDataPacket[]>("SELECT id FROM namespaces WHERE name = ?", [name]);
+  return rows[0]?.id as string | undefined;
+}

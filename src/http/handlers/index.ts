@@ -6,6 +6,8 @@ import { ROUTES, type Handler, type HttpOperationId, type Implementation } from 
 import { notImplemented } from "../../wire/errors.js";
 import type { HandlerContext } from "../router.js";
 import { getCurrentCredential, getHealth } from "./operator.js";
+import { cancelTaskHandler, getTask, resolveTaskHandler, submitTask } from "./tasks.js";
+import { claimTask, completeAttempt, requeueAttempt } from "./worker.js";
 
 function later<K extends HttpOperationId>(operationId: K): Handler<K, HandlerContext> {
   const route = ROUTES.find((r) => r.operationId === operationId);
@@ -19,14 +21,14 @@ function later<K extends HttpOperationId>(operationId: K): Handler<K, HandlerCon
 export const handlers: Implementation<HandlerContext> = {
   getHealth,
   getCurrentCredential,
-  // Tasks and workers (platform.md): issue 3.
-  submitTask: later("submitTask"),
-  getTask: later("getTask"),
-  cancelTask: later("cancelTask"),
-  resolveTask: later("resolveTask"),
-  claimTask: later("claimTask"),
-  completeAttempt: later("completeAttempt"),
-  requeueAttempt: later("requeueAttempt"),
+  // Tasks and workers (platform.md).
+  submitTask,
+  getTask,
+  cancelTask: cancelTaskHandler,
+  resolveTask: resolveTaskHandler,
+  claimTask,
+  completeAttempt,
+  requeueAttempt,
   // Subscription management (spec §1–4): issue 4.
   createSubscription: later("createSubscription"),
   listSubscriptions: later("listSubscriptions"),

@@ -1,0 +1,51 @@
+// SQL for idempotency_keys.
+import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
+import type { Tx } from "../types.js";
+
+export interface IdempotencyKeyRef {
+  readonly credentialId: string;
+  readonly operation: string;
+  readonly key: string;
+}
+
+export interface IdempotencyRow {
+  request_digest: Buffer;
+  response_status: number | null;
+  response_data: string | null;
+}
+
+/**
+ * Takes a key and the request digest; inserts the key's row, or — when the key exists —
+ * returns false. A concurrent holder of the same key makes this wait for its commit.
+ */
+export async function claimKey(tx: Tx, ref: IdempotencyKeyRef, digest: Buffer): Promise<boolean> {
+  const [res] = await tx.query<ResultSetHeader>(
+    `INSERT IGNORE INTO idempotency_keys (credential_id, operation, idem_key, request_digest, created_at)
+     VALUES (?, ?, ?, ?, UTC_TIMESTAMP(3))`,
+    [ref.credentialId, ref.operation, ref.key, digest],
+  );
+  return res.affectedRows === 1;
+}
+
+/**
+ * Takes a key; returns its stored digest and receipt. A locking read: it sees the latest
+ * committed row even when the transaction's snapshot is older.
+ */
+export async function selectKey(tx: Tx, ref: IdempotencyKeyRef): Promise<IdempotencyRow | undefined> {
+  const [rows] = await tx.query<(IdempotencyRow & RowDataPacket)[]>(
+    `SELECT request_digest, response_status, response_data FROM idempotency_keys
+      WHERE credential_id = ? AND operation = ? AND idem_key = ?
+      LOCK IN SHARE MODE`,
+    [ref.credentialId, ref.operation, ref.key],
+  );
+  return rows[0];
+}
+
+/** Stores the receipt of the write the key was claimed for. */
+export async function storeReceipt(tx: Tx, ref: IdempotencyKeyRef, status: number, data: string): Promise<void> {
+  await tx.query(
+    `UPDATE idempotency_keys SET response_status = ?, response_data = ?
+      WHERE credential_id = ? AND operation = ? AND idem_key = ?`,
+    [status, data, ref.credentialId, ref.operation, ref.key],
+  );
+}

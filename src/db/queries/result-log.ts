@@ -1,0 +1,126 @@
+// SQL for the result log: namespace_streams and result_events.
+import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
+import type { Pool, Tx } from "../types.js";
+
+export interface EventRow {
+  id: string;
+  namespace_id: string;
+  queue_id: string;
+  sequence: string | null;
+  type: string;
+  aggregate_id: string;
+  aggregate_revision: string;
+  occurred_at: Date;
+  details: string;
+  snapshot: string;
+}
+
+export type NewEventRow = Omit<EventRow, "sequence">;
+
+/** Inserts an event, not yet numbered: the sequencer gives it its sequence after commit. */
+export async function insertEvent(tx: Tx, e: NewEventRow): Promise<void> {
+  await tx.query(
+    `INSERT INTO result_events
+       (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot)
+     VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)`,
+    [e.id, e.namespace_id, e.queue_id, e.type, e.aggregate_id, e.aggregate_revision, e.occurred_at, e.details, e.snapshot],
+  );
+}
+
+export interface StreamRow {
+  head_sequence: string;
+  retention_boundary: string;
+}
+
+/** Takes a namespace; returns its committed head and retention boundary. */
+export async function selectStream(db: Pool | Tx, namespaceId: string, lock = false): Promise<StreamRow | undefined> {
+  const [rows] = await db.query<(StreamRow & RowDataPacket)[]>(
+    `SELECT head_sequence, retention_boundary FROM namespace_streams WHERE namespace_id = ?${lock ? " FOR UPDATE" : ""}`,
+    [namespaceId],
+  );
+  return rows[0];
+}
+
+/**
+ * Takes a namespace; returns the tickets of committed, unnumbered events in insert
+ * order. SKIP LOCKED passes over rows whose inserting transaction is still open: they
+ * are numbered by a later round, after they commit.
+ */
+export async function selectUnsequenced(tx: Tx, namespaceId: string, limit: number): Promise<string[]> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    `SELECT ticket FROM result_events
+      WHERE namespace_id = ? AND sequence IS NULL
+      ORDER BY ticket LIMIT ? FOR UPDATE SKIP LOCKED`,
+    [namespaceId, limit],
+  );
+  return rows.map((r) => String(r.ticket));
+}
+
+/** Numbers the given tickets head+1, head+2, … in the order given. */
+export async function assignSequences(tx: Tx, tickets: readonly string[], head: bigint): Promise<void> {
+  const cases = tickets.map(() => "WHEN ? THEN ?").join(" ");
+  const params: (string | number)[] = [];
+  tickets.forEach((t, i) => params.push(t, (head + BigInt(i + 1)).toString()));
+  await tx.query(`UPDATE result_events SET sequence = CASE ticket ${cases} END WHERE ticket IN (?)`, [...params, tickets]);
+}
+
+export async function updateHead(tx: Tx, namespaceId: string, head: bigint): Promise<void> {
+  await tx.query("UPDATE namespace_streams SET head_sequence = ?, updated_at = UTC_TIMESTAMP(3) WHERE namespace_id = ?", [
+    head.toString(),
+    namespaceId,
+  ]);
+}
+
+/** Namespaces that have committed events waiting for a number (the sweep's query). */
+export async function selectNamespacesWithUnsequenced(db: Pool): Promise<string[]> {
+  const [rows] = await db.query<RowDataPacket[]>(
+    "SELECT DISTINCT namespace_id FROM result_events WHERE sequence IS NULL LIMIT 1000",
+  );
+  return rows.map((r) => r.namespace_id as string);
+}
+
+/** Takes a namespace and a range; returns its numbered events after `after`, up to `upTo`. */
+export async function selectEvents(db: Pool | Tx, namespaceId: string, after: string, upTo: string, limit: number): Promise<EventRow[]> {
+  const [rows] = await db.query<(EventRow & RowDataPacket)[]>(
+    `SELECT id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot
+       FROM result_events
+      WHERE namespace_id = ? AND sequence > ? AND sequence <= ?
+      ORDER BY sequence LIMIT ?`,
+    [namespaceId, after, upTo, limit],
+  );
+  return rows;
+}
+
+/** Deletes numbered events with sequence <= boundary; returns how many. */
+export async function deleteEventsUpTo(tx: Tx, namespaceId: string, boundary: string, limit: number): Promise<number> {
+  const [res] = await tx.query<ResultSetHeader>(
+    "DELETE FROM result_events WHERE namespace_id = ? AND sequence <= ? ORDER BY sequence LIMIT ?",
+    [namespaceId, boundary, limit],
+  );
+  return res.affectedRows;
+}
+
+export async function raiseBoundary(tx: Tx, namespaceId: string, boundary: string): Promise<void> {
+  await tx.query(
+    `UPDATE namespace_streams SET retention_boundary = GREATEST(retention_boundary, ?), updated_at = UTC_TIMESTAMP(3)
+      WHERE namespace_id = ?`,
+    [boundary, namespaceId],
+  );
+}
+
+/** The first numbered sequence of a namespace that occurred at or after `since`, if any. */
+export async function selectFirstSequenceSince(db: Pool, namespaceId: string, since: Date): Promise<string | undefined> {
+  const [rows] = await db.query<RowDataPacket[]>(
+    `SELECT MIN(sequence) AS s FROM result_events
+      WHERE namespace_id = ? AND sequence IS NOT NULL AND occurred_at >= ?`,
+    [namespaceId, since],
+  );
+  const s = rows[0]?.s;
+  return s === null || s === undefined ? undefined : String(s);
+}
+
+/** Every namespace id (for the retention sweep). */
+export async function selectNamespaceIds(db: Pool): Promise<string[]> {
+  const [rows] = await db.query<RowDataPacket[]>("SELECT namespace_id FROM namespace_streams");
+  return rows.map((r) => r.namespace_id as string);
+}

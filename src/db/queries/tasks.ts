@@ -1,0 +1,146 @@
+// SQL for tasks and task_attempts. Row types mirror the columns.
+import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
+import type { Pool, Tx } from "../types.js";
+
+export type TaskState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "NEEDS_REVIEW";
+
+export interface TaskRow {
+  id: string;
+  namespace_id: string;
+  queue_id: string;
+  state: TaskState;
+  revision: string;
+  attempts: number;
+  max_attempts: number;
+  effect_uncertain: number;
+  result: string | null;
+  current_attempt_id: string | null;
+  lease_until: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const TASK_COLUMNS = `id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
+  result, current_attempt_id, lease_until, created_at, updated_at`;
+
+export async function insertTask(
+  tx: Tx,
+  t: { id: string; namespaceId: string; queueId: string; maxAttempts: number; input: string; now: Date },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO tasks (id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
+                        input, queued_at, created_at, updated_at)
+     VALUES (?, ?, ?, 'QUEUED', 1, 0, ?, FALSE, ?, ?, ?, ?)`,
+    [t.id, t.namespaceId, t.queueId, t.maxAttempts, t.input, t.now, t.now, t.now],
+  );
+}
+
+/** Takes a task id; returns the task (locked for update when `lock`). */
+export async function selectTask(db: Pool | Tx, id: string, lock = false): Promise<TaskRow | undefined> {
+  const [rows] = await db.query<(TaskRow & RowDataPacket)[]>(
+    `SELECT ${TASK_COLUMNS} FROM tasks WHERE id = ?${lock ? " FOR UPDATE" : ""}`,
+    [id],
+  );
+  return rows[0];
+}
+
+export interface TaskChange {
+  state: TaskState;
+  attempts?: number;
+  effectUncertain: boolean;
+  result?: string | null;
+  currentAttemptId: string | null;
+  leaseUntil: Date | null;
+  /** Set when the task goes (back) to QUEUED: its place in the claim order. */
+  queuedAt?: Date | null;
+  now: Date;
+}
+
+/**
+ * Applies a state change guarded by the revision read under the row lock; every state
+ * change bumps the revision (platform.md). Returns false if the guard did not hold.
+ */
+export async function updateTask(tx: Tx, id: string, expectedRevision: string, c: TaskChange): Promise<boolean> {
+  const sets = [
+    "state = ?", "revision = revision + 1", "effect_uncertain = ?", "current_attempt_id = ?", "lease_until = ?", "updated_at = ?",
+  ];
+  const params: unknown[] = [c.state, c.effectUncertain, c.currentAttemptId, c.leaseUntil, c.now];
+  if (c.attempts !== undefined) {
+    sets.push("attempts = ?");
+    params.push(c.attempts);
+  }
+  if (c.result !== undefined) {
+    sets.push("result = ?");
+    params.push(c.result);
+  }
+  if (c.queuedAt !== undefined) {
+    sets.push("queued_at = ?");
+    params.push(c.queuedAt);
+  }
+  const [res] = await tx.query<ResultSetHeader>(`UPDATE tasks SET ${sets.join(", ")} WHERE id = ? AND revision = ?`, [
+    ...params,
+    id,
+    expectedRevision,
+  ]);
+  return res.affectedRows === 1;
+}
+
+/**
+ * Takes a queue; returns the oldest QUEUED task's id, locked. SKIP LOCKED lets
+ * concurrent claimers of one queue pass each other instead of queueing on one row.
+ */
+export async function selectNextQueued(tx: Tx, queueId: string): Promise<string | undefined> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    `SELECT id FROM tasks WHERE queue_id = ? AND state = 'QUEUED'
+      ORDER BY queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+    [queueId],
+  );
+  return rows[0]?.id as string | undefined;
+}
+
+/** RUNNING tasks whose attempt lease ran out before `now` (optionally in one queue). */
+export async function selectExpired(tx: Tx, now: Date, limit: number, queueId?: string): Promise<string[]> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    `SELECT id FROM tasks WHERE state = 'RUNNING' AND lease_until < ?${queueId ? " AND queue_id = ?" : ""}
+      ORDER BY lease_until LIMIT ? FOR UPDATE SKIP LOCKED`,
+    queueId ? [now, queueId, limit] : [now, limit],
+  );
+  return rows.map((r) => r.id as string);
+}
+
+export interface AttemptRow {
+  id: string;
+  task_id: string;
+  number: number;
+  lease_until: Date;
+  ended_by: string | null;
+  end_body: string | null;
+}
+
+export async function insertAttempt(
+  tx: Tx,
+  a: { id: string; taskId: string; number: number; now: Date; leaseUntil: Date },
+): Promise<void> {
+  await tx.query(
+    "INSERT INTO task_attempts (id, task_id, number, started_at, lease_until) VALUES (?, ?, ?, ?, ?)",
+    [a.id, a.taskId, a.number, a.now, a.leaseUntil],
+  );
+}
+
+export async function selectAttempt(db: Pool | Tx, id: string): Promise<AttemptRow | undefined> {
+  const [rows] = await db.query<(AttemptRow & RowDataPacket)[]>(
+    "SELECT id, task_id, number, lease_until, ended_by, end_body FROM task_attempts WHERE id = ?",
+    [id],
+  );
+  return rows[0];
+}
+
+/** Records how an attempt ended: by a worker call (with its canonical body) or by the system. */
+export async function endAttempt(tx: Tx, id: string, endedBy: string, body: string | null, now: Date): Promise<void> {
+  await tx.query("UPDATE task_attempts SET ended_at = ?, ended_by = ?, end_body = ? WHERE id = ? AND ended_at IS NULL", [
+    now,
+    endedBy,
+    body,
+    id,
+  ]);
+}

@@ -1,0 +1,47 @@
+// Idempotent management writes (spec §2 decision; decision 1): the first request with a
+// key does the write and stores its receipt in the same transaction; a replay with the
+// same content gets 200, the ORIGINAL receipt and deduplicated=true; the same key with
+// other content gets 409 IDEMPOTENCY_CONFLICT. Keys are scoped to (credential,
+// operation kind); content is the canonical body plus the path target.
+import { createHash } from "node:crypto";
+import type { Tx } from "../db/types.js";
+import { claimKey, selectKey, storeReceipt, type IdempotencyKeyRef } from "../db/queries/idempotency.js";
+import { OrbitError } from "../wire/errors.js";
+
+export interface IdempotentWrite {
+  readonly ref: IdempotencyKeyRef;
+  /** Canonical request content: canonical body text, plus the path target if any. */
+  readonly content: string;
+}
+
+export interface Receipt<D> {
+  readonly status: number;
+  readonly data: D;
+  readonly deduplicated: boolean;
+}
+
+export function contentDigest(content: string): Buffer {
+  return createHash("sha256").update(content).digest();
+}
+
+/**
+ * Runs `write` once per key inside `tx`. `write` returns the receipt's status and data
+ * (without `deduplicated`); a replay returns the stored one.
+ */
+export async function idempotent<D>(
+  tx: Tx,
+  w: IdempotentWrite,
+  write: () => Promise<{ status: number; data: D }>,
+): Promise<Receipt<D>> {
+  const digest = contentDigest(w.content);
+  if (await claimKey(tx, w.ref, digest)) {
+    const out = await write();
+    await storeReceipt(tx, w.ref, out.status, JSON.stringify(out.data));
+    return { ...out, deduplicated: false };
+  }
+  const row = await selectKey(tx, w.ref);
+  if (!row || row.response_data === null) throw new Error("idempotency key without a receipt");
+  if (!Buffer.from(row.request_digest).equals(digest)) throw new OrbitError("IDEMPOTENCY_CONFLICT");
+  return { status: 200, data: JSON.parse(row.response_data) as D, deduplicated: true };
+}
+

@@ -1,0 +1,68 @@
+// Runs the result-log sequencer for a node: right after this node commits an event
+// (kick), and on a slow sweep that numbers events another node committed and could not
+// number (it died, or its database connection broke). One run per namespace at a time
+// on a node; nodes take turns through the stream row lock.
+import type { Pool } from "../db/types.js";
+import { selectNamespacesWithUnsequenced } from "../db/queries/result-log.js";
+import { describeError, type Logger } from "../log/index.js";
+import { SEQUENCE_BATCH, sequenceBatch } from "./result-log.js";
+
+export class Sequencer {
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly again = new Set<string>();
+  private readonly listeners = new Set<(namespaceId: string) => void>();
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly log: Logger,
+  ) {}
+
+  /** Called with a namespace whenever its head moved (delivery wakes up on it). */
+  onAdvance(listener: (namespaceId: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Numbers what is committed in the namespace, now or right after the current run. */
+  kick(namespaceId: string): Promise<void> {
+    const current = this.running.get(namespaceId);
+    if (current) {
+      this.again.add(namespaceId);
+      return current;
+    }
+    const run = this.run(namespaceId).finally(() => this.running.delete(namespaceId));
+    this.running.set(namespaceId, run);
+    return run;
+  }
+
+  private async run(namespaceId: string): Promise<void> {
+    try {
+      for (;;) {
+        this.again.delete(namespaceId);
+        const n = await sequenceBatch(this.pool, namespaceId);
+        if (n > 0) for (const l of this.listeners) l(namespaceId);
+        if (n < SEQUENCE_BATCH && !this.again.has(namespaceId)) return;
+      }
+    } catch (e) {
+      // The sweep retries; nothing is lost while events wait unnumbered.
+      this.log.log("warn", "sequencer failed", { namespace_id: namespaceId, ...describeError(e) });
+    }
+  }
+
+  /** Finds namespaces with unnumbered events and numbers them. */
+  async sweep(): Promise<void> {
+    let namespaces: string[];
+    try {
+      namespaces = await selectNamespacesWithUnsequenced(this.pool);
+    } catch (e) {
+      this.log.log("warn", "sequencer sweep failed", describeError(e));
+      return;
+    }
+    await Promise.all(namespaces.map((ns) => this.kick(ns)));
+  }
+
+  /** Resolves when every run in progress has finished. */
+  async idle(): Promise<void> {
+    await Promise.all([...this.running.values()]);
+  }
+}

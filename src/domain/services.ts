@@ -1,0 +1,23 @@
+// The node-local helpers a request may use besides the database: the result-log
+// sequencer and the claim wake-ups. Nothing here decides delivery, leases or capacity;
+// those live in the database (platform.md: several nodes are one cluster).
+import type { Pool } from "../db/types.js";
+import type { Logger } from "../log/index.js";
+import { QueueSignals } from "./queue-signals.js";
+import { Sequencer } from "./sequencer.js";
+
+export interface NodeServices {
+  readonly sequencer: Sequencer;
+  readonly queueSignals: QueueSignals;
+  readonly workerLeaseMs: number;
+}
+
+export function createServices(pool: Pool, log: Logger, workerLeaseMs: number): NodeServices {
+  return { sequencer: new Sequencer(pool, log), queueSignals: new QueueSignals(), workerLeaseMs };
+}
+
+/** After a commit: number new events and wake claims of queues that got work. */
+export function afterCommit(services: NodeServices, namespaces: Iterable<string>, queues: Iterable<string>): void {
+  for (const ns of namespaces) void services.sequencer.kick(ns);
+  for (const q of queues) services.queueSignals.notify(q);
+}

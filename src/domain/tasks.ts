@@ -1,0 +1,128 @@
+// Task writes and reads of the task API (platform.md): submit, get, cancel, resolve.
+// Each write is idempotent by its Idempotency-Key and runs in one transaction with the
+// event it appends.
+import type { Pool, Tx } from "../db/types.js";
+import { endAttempt, insertTask, selectTask, type TaskRow } from "../db/queries/tasks.js";
+import { MAX_TASK_INPUT_BYTES } from "../config/limits.js";
+import { invalidArgument, notFound, stateConflict } from "../wire/errors.js";
+import { idempotent, type Receipt } from "./idempotency.js";
+import { newId, type Caller } from "./identity.js";
+import { moveTask, nowMs, toWireTask, type TaskWire } from "./task-state.js";
+
+export const DEFAULT_TASK_MAX_ATTEMPTS = 5;
+
+export interface TaskReceipt {
+  task: TaskWire;
+}
+
+/** What a write did besides its receipt: whether the log has new events, which queue got work. */
+export interface WriteEffects {
+  appended: boolean;
+  requeuedQueue?: string;
+}
+
+/** A task visible to the caller: its queue is in the credential's scope. Else 404. */
+export function inScope(caller: Caller, task: TaskRow | undefined): TaskRow {
+  if (!task || task.namespace_id !== caller.namespaceId || !caller.queues.has(task.queue_id)) throw notFound();
+  return task;
+}
+
+export function requireQueue(caller: Caller, queueId: string): void {
+  if (!caller.queues.has(queueId)) throw notFound();
+}
+
+export async function getTask(pool: Pool, caller: Caller, id: string): Promise<TaskWire> {
+  return toWireTask(inScope(caller, await selectTask(pool, id)));
+}
+
+export interface SubmitInput {
+  readonly queueId: string;
+  /** The exact JSON text of `input` as sent. */
+  readonly inputText: string;
+  readonly maxAttempts?: number;
+  readonly key: string;
+  readonly canonicalBody: string;
+}
+
+export async function submitTask(tx: Tx, caller: Caller, s: SubmitInput): Promise<Receipt<TaskReceipt>> {
+  requireQueue(caller, s.queueId);
+  // platform.md: 256 KiB, measured on the request's input as sent.
+  if (Buffer.byteLength(s.inputText) > MAX_TASK_INPUT_BYTES) throw invalidArgument("input exceeds 256 KiB");
+  const ref = { credentialId: caller.credentialId, operation: "tasks.submit", key: s.key };
+  return idempotent(tx, { ref, content: s.canonicalBody }, async () => {
+    const id = newId();
+    const now = nowMs();
+    await insertTask(tx, {
+      id,
+      namespaceId: caller.namespaceId,
+      queueId: s.queueId,
+      maxAttempts: s.maxAttempts ?? DEFAULT_TASK_MAX_ATTEMPTS,
+      input: s.inputText,
+      now,
+    });
+    const row = await selectTask(tx, id);
+    return { status: 201, data: { task: toWireTask(row!) } };
+  });
+}
+
+export interface CancelInput {
+  readonly taskId: string;
+  readonly expectedRevision: string;
+  readonly key: string;
+  readonly canonicalBody: string;
+}
+
+/** QUEUED or RUNNING → CANCELLED; effect_uncertain when it was RUNNING. */
+export async function cancelTask(tx: Tx, caller: Caller, c: CancelInput, effects: WriteEffects): Promise<Receipt<TaskReceipt>> {
+  const ref = { credentialId: caller.credentialId, operation: "tasks.cancel", key: c.key };
+  return idempotent(tx, { ref, content: `${c.taskId}\n${c.canonicalBody}` }, async () => {
+    const task = inScope(caller, await selectTask(tx, c.taskId, true));
+    if (task.revision !== c.expectedRevision) throw stateConflict(`expected_revision is ${c.expectedRevision}, the task is at ${task.revision}`);
+    if (task.state !== "QUEUED" && task.state !== "RUNNING") throw stateConflict(`a ${task.state} task cannot be cancelled`);
+    const wasRunning = task.state === "RUNNING";
+    const now = nowMs();
+    if (wasRunning && task.current_attempt_id) await endAttempt(tx, task.current_attempt_id, "cancelled", null, now);
+    const moved = await moveTask(tx, task, {
+      to: "CANCELLED",
+      reason: "CANCEL_REQUESTED",
+      effectUncertain: wasRunning,
+      currentAttemptId: null,
+      leaseUntil: null,
+      ...(wasRunning && task.current_attempt_id ? { eventAttemptId: task.current_attempt_id } : {}),
+      now,
+    });
+    effects.appended ||= moved.appended;
+    return { status: 200, data: { task: toWireTask(moved.task) } };
+  });
+}
+
+export interface ResolveInput {
+  readonly taskId: string;
+  readonly expectedRevision: string;
+  readonly outcome: "succeeded" | "failed";
+  /** Raw JSON text of `result`, when sent; otherwise the task keeps its result. */
+  readonly resultText?: string;
+  readonly key: string;
+  readonly canonicalBody: string;
+}
+
+/** NEEDS_REVIEW → SUCCEEDED or FAILED: a second, distinct authoritative event. */
+export async function resolveTask(tx: Tx, caller: Caller, r: ResolveInput, effects: WriteEffects): Promise<Receipt<TaskReceipt>> {
+  const ref = { credentialId: caller.credentialId, operation: "tasks.resolve", key: r.key };
+  return idempotent(tx, { ref, content: `${r.taskId}\n${r.canonicalBody}` }, async () => {
+    const task = inScope(caller, await selectTask(tx, r.taskId, true));
+    if (task.revision !== r.expectedRevision) throw stateConflict(`expected_revision is ${r.expectedRevision}, the task is at ${task.revision}`);
+    if (task.state !== "NEEDS_REVIEW") throw stateConflict(`only a NEEDS_REVIEW task can be resolved; this one is ${task.state}`);
+    const moved = await moveTask(tx, task, {
+      to: r.outcome === "succeeded" ? "SUCCEEDED" : "FAILED",
+      reason: r.outcome === "succeeded" ? "REVIEW_SUCCEEDED" : "REVIEW_FAILED",
+      effectUncertain: false,
+      ...(r.resultText !== undefined ? { result: r.resultText } : {}),
+      currentAttemptId: null,
+      leaseUntil: null,
+      now: nowMs(),
+    });
+    effects.appended ||= moved.appended;
+    return { status: 200, data: { task: toWireTask(moved.task) } };
+  });
+}

@@ -1,0 +1,79 @@
+// HTTP handlers of the task API (platform.md): thin — scope, then input, then one
+// domain call in one transaction; after the commit, the sequencer and claim wake-ups.
+import type { Handler } from "../../../generated/http/routes.js";
+import { withTransaction } from "../../db/tx.js";
+import { selectTask } from "../../db/queries/tasks.js";
+import { afterCommit } from "../../domain/services.js";
+import { cancelTask, getTask as readTask, inScope, resolveTask, submitTask as submit, type WriteEffects } from "../../domain/tasks.js";
+import type { HandlerContext } from "../router.js";
+
+export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx) => {
+  const caller = ctx.caller();
+  const body = await req.body();
+  const key = req.idempotencyKey();
+  const receipt = await withTransaction(
+    ctx.pool,
+    (tx) =>
+      submit(tx, caller, {
+        queueId: body.queue_id,
+        inputText: req.rawField("input")!,
+        ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
+        key,
+        canonicalBody: req.canonicalBody(),
+      }),
+    ctx.signal,
+  );
+  if (!receipt.deduplicated) afterCommit(ctx.services, [], [body.queue_id]);
+  return receipt.deduplicated
+    ? { status: 200, data: { ...receipt.data, deduplicated: true } }
+    : { status: 201, data: { ...receipt.data, deduplicated: false } };
+};
+
+export const getTask: Handler<"getTask", HandlerContext> = async (req, ctx) => ({
+  status: 200,
+  data: await readTask(ctx.pool, ctx.caller(), req.path.id),
+});
+
+export const cancelTaskHandler: Handler<"cancelTask", HandlerContext> = async (req, ctx) => {
+  const caller = ctx.caller();
+  inScope(caller, await selectTask(ctx.pool, req.path.id));
+  const body = await req.body();
+  const key = req.idempotencyKey();
+  const effects: WriteEffects = { appended: false };
+  const receipt = await withTransaction(
+    ctx.pool,
+    (tx) => cancelTask(tx, caller, { taskId: req.path.id, expectedRevision: body.expected_revision, key, canonicalBody: req.canonicalBody() }, effects),
+    ctx.signal,
+  );
+  if (effects.appended) afterCommit(ctx.services, [caller.namespaceId], []);
+  return { status: 200, data: { ...receipt.data, deduplicated: receipt.deduplicated } };
+};
+
+export const resolveTaskHandler: Handler<"resolveTask", HandlerContext> = async (req, ctx) => {
+  const caller = ctx.caller();
+  inScope(caller, await selectTask(ctx.pool, req.path.id));
+  const body = await req.body();
+  const key = req.idempotencyKey();
+  const resultText = req.rawField("result");
+  const effects: WriteEffects = { appended: false };
+  const receipt = await withTransaction(
+    ctx.pool,
+    (tx) =>
+      resolveTask(
+        tx,
+        caller,
+        {
+          taskId: req.path.id,
+          expectedRevision: body.expected_revision,
+          outcome: body.outcome,
+          ...(resultText !== undefined ? { resultText } : {}),
+          key,
+          canonicalBody: req.canonicalBody(),
+        },
+        effects,
+      ),
+    ctx.signal,
+  );
+  if (effects.appended) afterCommit(ctx.services, [caller.namespaceId], []);
+  return { status: 200, data: { ...receipt.data, deduplicated: receipt.deduplicated } };
+};

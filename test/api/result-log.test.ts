@@ -1,0 +1,192 @@
+// The result log under concurrency (issue 3): many producers on two `orbit serve` nodes
+// append while a reader keeps reading the committed head and every event up to it. The
+// reader must never see a missing sequence below the head, and the final log must hold
+// exactly one event per transition, numbered 1..N. Then retention: purge by sequence
+// and by age.
+import { strict as assert } from "node:assert";
+import mysql from "mysql2/promise";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
+import { createPool } from "../../src/db/pool.js";
+import { purgeOlderThan } from "../../src/domain/result-log.js";
+
+const PRODUCERS = 8;
+const TASKS_PER_PRODUCER = 20;
+
+describe("result log", function () {
+  this.timeout(120000);
+  let db: TestDatabase;
+  let nodes: OrbitNode[];
+  let cred: BootstrapOutput;
+
+  before(async () => {
+    db = await freshDatabase("result_log");
+    const queues = Array.from({ length: PRODUCERS }, (_, i) => `p${i}`);
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues });
+    nodes = await Promise.all([startNode(db.url), startNode(db.url)]);
+  });
+  after(async () => {
+    await Promise.all((nodes ?? []).map((n) => n.stop()));
+    await db?.drop();
+  });
+
+  /** One producer: its own queue, a mix of every transition; returns how many events it caused. */
+  async function produce(api: Client, queueId: string, seed: number): Promise<number> {
+    let events = 0;
+    const post = async (path: string, body: unknown, key?: string | null) => {
+      const res = await api.post(path, body, key);
+      assert.equal(res.status < 300, true, `${path}: ${res.text}`);
+      return res.json?.data;
+    };
+    for (let i = 0; i < TASKS_PER_PRODUCER; i++) {
+      const task = (await post("/v1/tasks", { queue_id: queueId, input: { i } })).task;
+      switch ((seed + i) % 5) {
+        case 0: // cancel while QUEUED
+          await post(`/v1/tasks/${task.id}:cancel`, { expected_revision: task.revision, reason: "r" });
+          events += 1;
+          break;
+        case 1: {
+          // requeue, then complete
+          const a = await post("/v1/worker/claim", { queue_id: queueId }, null);
+          await post(`/v1/worker/attempts/${a.attempt_id}:requeue`, { reason: "safe" }, null);
+          const b = await post("/v1/worker/claim", { queue_id: queueId }, null);
+          await post(`/v1/worker/attempts/${b.attempt_id}:complete`, { outcome: "succeeded", result: i }, null);
+          events += 2;
+          break;
+        }
+        case 2: {
+          // cancel while RUNNING
+          const a = await post("/v1/worker/claim", { queue_id: queueId }, null);
+          await post(`/v1/tasks/${task.id}:cancel`, { expected_revision: a.task.revision, reason: "stop" });
+          events += 1;
+          break;
+        }
+        case 3: {
+          // needs review, then resolved
+          const a = await post("/v1/worker/claim", { queue_id: queueId }, null);
+          const done = await post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "needs_review" }, null);
+          await post(`/v1/tasks/${task.id}:resolve`, { expected_revision: done.task.revision, outcome: "failed", reason: "no" });
+          events += 2;
+          break;
+        }
+        default: {
+          const a = await post("/v1/worker/claim", { queue_id: queueId }, null);
+          await post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "failed" }, null);
+          events += 1;
+        }
+      }
+    }
+    return events;
+  }
+
+  it("never shows a reader a gap below the head; ends with one event per transition, 1..N", async () => {
+    let producing = true;
+    let reads = 0;
+    const reader = (async () => {
+      const conn = await mysql.createConnection({ uri: db.url, supportBigNumbers: true, bigNumberStrings: true });
+      try {
+        while (producing) {
+          const [s] = await conn.query<any[]>("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id]);
+          const head = Number(s[0].head_sequence);
+          const [rows] = await conn.query<any[]>(
+            "SELECT sequence FROM result_events WHERE namespace_id = ? AND sequence <= ? ORDER BY sequence",
+            [cred.namespace_id, head],
+          );
+          const seqs = rows.map((r) => Number(r.sequence));
+          assert.equal(seqs.length, head, `at head ${head} the reader saw ${seqs.length} events`);
+          seqs.forEach((s2, i) => assert.equal(s2, i + 1, "sequences are 1..head with no gap"));
+          reads++;
+        }
+      } finally {
+        await conn.end();
+      }
+    })();
+    const counts = await Promise.all(
+      cred.queues.map((q, i) => produce(client(nodes[i % 2]!.url, cred.token), q.id, i)),
+    );
+    producing = false;
+    await reader;
+    const expected = counts.reduce((a, b) => a + b, 0);
+    await waitSequenced(db, cred.namespace_id);
+    const { head, events } = await readLog(db, cred.namespace_id);
+    assert.ok(reads > 10, `the reader read ${reads} times while producers ran`);
+    assert.equal(Number(head), expected, "the head counts every transition");
+    assert.deepEqual(events.map((e) => Number(e.sequence)), Array.from({ length: expected }, (_, i) => i + 1));
+    assert.equal(new Set(events.map((e) => e.id)).size, expected, "event ids are unique");
+    // Per task, events come in the order of its revisions.
+    const byTask = new Map<string, bigint[]>();
+    for (const e of events) byTask.set(e.aggregate_id, [...(byTask.get(e.aggregate_id) ?? []), BigInt(e.aggregate_revision)]);
+    for (const revs of byTask.values()) for (let i = 1; i < revs.length; i++) assert.ok(revs[i]! > revs[i - 1]!);
+    assert.equal(byTask.size, PRODUCERS * TASKS_PER_PRODUCER);
+  });
+
+  it("purges by sequence: deletes below --before and raises the boundary durably", async () => {
+    const env = { ORBIT_DATABASE_URL: db.url };
+    const { head } = await readLog(db, cred.namespace_id);
+    for (const bad of [["--before", "05"], ["--before", (head + 2n).toString()], ["--before", "-1"], ["--before", "0"]]) {
+      const res = await runCli(["purge", "--namespace", "ns", ...bad], env);
+      assert.equal(res.code, 2, `${bad.join(" ")}: ${res.stderr}`);
+    }
+    assert.equal((await runCli(["purge", "--namespace", "nope", "--before", "3"], env)).code, 2);
+    assert.equal((await readLog(db, cred.namespace_id)).events[0]!.sequence, "1", "nothing purged by bad calls");
+    const res = await runCli(["purge", "--namespace", "ns", "--before", "11"], env);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /purged 10 events/);
+    const after = await readLog(db, cred.namespace_id);
+    assert.equal(after.events[0]!.sequence, "11");
+    assert.equal(after.head, head, "the head does not move");
+    const c = await db.connect();
+    try {
+      const [rows] = await c.query<any[]>("SELECT retention_boundary FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id]);
+      assert.equal(String(rows[0].retention_boundary), "10");
+    } finally {
+      await c.end();
+    }
+    // A lower --before never lowers the boundary.
+    assert.equal((await runCli(["purge", "--namespace", "ns", "--before", "5"], env)).code, 0);
+    assert.equal((await readLog(db, cred.namespace_id)).events[0]!.sequence, "11");
+  });
+
+  it("purges by age (ORBIT_RETENTION) everything that occurred before the cutoff", async () => {
+    const pool = createPool(db.url, 2);
+    try {
+      const { events } = await readLog(db, cred.namespace_id);
+      const c = await db.connect();
+      try {
+        // Age the first five retained events by an hour.
+        await c.query("UPDATE result_events SET occurred_at = occurred_at - INTERVAL 1 HOUR WHERE namespace_id = ? AND sequence <= ?", [
+          cred.namespace_id,
+          events[4]!.sequence,
+        ]);
+      } finally {
+        await c.end();
+      }
+      const deleted = await purgeOlderThan(pool, cred.namespace_id, 30 * 60 * 1000);
+      assert.equal(deleted, 5);
+      assert.equal((await readLog(db, cred.namespace_id)).events[0]!.sequence, events[5]!.sequence);
+      assert.equal(await purgeOlderThan(pool, cred.namespace_id, 30 * 60 * 1000), 0, "nothing more is old enough");
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("numbers an event whose node died between its commit and its numbering (the sweep)", async () => {
+    const before = await readLog(db, cred.namespace_id);
+    const c = await db.connect();
+    try {
+      // Exactly what such a node leaves behind: a committed event with no sequence.
+      await c.query(
+        `INSERT INTO result_events (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot)
+         VALUES (?, ?, ?, NULL, 'task.cancelled', ?, 2, UTC_TIMESTAMP(3), '{"state":"CANCELLED","reason":"CANCEL_REQUESTED"}', '{}')`,
+        ["f".repeat(32), cred.namespace_id, cred.queues[0]!.id, "e".repeat(32)],
+      );
+    } finally {
+      await c.end();
+    }
+    await waitSequenced(db, cred.namespace_id, 15000);
+    const after = await readLog(db, cred.namespace_id);
+    assert.equal(after.head, before.head + 1n);
+    assert.equal(after.events.at(-1)!.id, "f".repeat(32));
+  });
+});

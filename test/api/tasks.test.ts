@@ -1,0 +1,235 @@
+// The task API over real HTTP (platform.md): submit with idempotency, read, cancel and
+// resolve, with scope (404), permission (403), validation (400) and state (409) errors,
+// and the result event each transition appends.
+import { strict as assert } from "node:assert";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, makeCredential, readLog, waitSequenced, type Client } from "../helpers/api.js";
+import { assertContract, assertError } from "../helpers/contract.js";
+import * as frames from "../../generated/ws/validators.js";
+
+const ID = "0123456789abcdef0123456789abcdef";
+const validResultEvent = (frames as unknown as Record<string, (d: unknown) => boolean>).ResultEvent!;
+
+describe("tasks", () => {
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let owner: BootstrapOutput;
+  let other: BootstrapOutput; // same namespace, only queue "b"
+  let api: Client;
+  let q: string;
+
+  const submit = (body: unknown, key?: string | null) => api.post("/v1/tasks", body, key);
+  const taskCount = async () => {
+    const c = await db.connect();
+    try {
+      return Number(((await c.query<any[]>("SELECT COUNT(*) AS n FROM tasks"))[0] as any[])[0].n);
+    } finally {
+      await c.end();
+    }
+  };
+  const claim = async (queueId = q) => {
+    const res = await api.post("/v1/worker/claim", { queue_id: queueId }, null);
+    assert.equal(res.status, 200, res.text);
+    return res.json.data as { task: any; attempt_id: string; lease_until: string };
+  };
+
+  before(async () => {
+    db = await freshDatabase("tasks");
+    owner = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["a", "b", "c", "d"] });
+    other = await bootstrap(db.url, { namespace: "ns", application: "app2", queues: ["b"] });
+    node = await startNode(db.url);
+    api = client(node.url, owner.token);
+    q = owner.queues[0]!.id;
+  });
+  after(async () => {
+    await node?.stop();
+    await db?.drop();
+  });
+
+  describe("submit", () => {
+    it("creates a QUEUED task: 201 with exactly the task fields", async () => {
+      const res = await submit({ queue_id: q, input: { file: "a.png", n: 12345678901234567890 } }, "submit-1");
+      assert.equal(res.status, 201, res.text);
+      assertContract("submitTask", res);
+      const t = res.json.data.task;
+      assert.equal(res.json.data.deduplicated, false);
+      assert.deepEqual(Object.keys(t).sort(), ["attempts", "created_at", "id", "queue_id", "revision", "state", "updated_at"]);
+      assert.equal(t.state, "QUEUED");
+      assert.equal(t.revision, "1");
+      assert.equal(t.attempts, 0);
+      assert.equal(t.queue_id, q);
+    });
+
+    it("replays the same key and content with 200, deduplicated and the ORIGINAL receipt", async () => {
+      const body = { queue_id: q, input: { x: 1 } };
+      const first = await submit(body, "submit-replay");
+      await claim(); // the task (or an older one) moves on; the receipt must not
+      const n = await taskCount();
+      const again = await submit(`{ "input" : {"x":1},\n"queue_id":"${q}" }`, "submit-replay");
+      assert.equal(again.status, 200, again.text);
+      assertContract("submitTask", again);
+      assert.equal(again.json.data.deduplicated, true);
+      assert.deepEqual(again.json.data.task, first.json.data.task, "the original snapshot, whatever happened since");
+      assert.equal(await taskCount(), n, "nothing new written");
+    });
+
+    it("refuses the same key with other content: 409 IDEMPOTENCY_CONFLICT, nothing written", async () => {
+      // Raw text: these two differ only beyond a double's precision.
+      assert.equal((await submit(`{"queue_id":"${q}","input":{"n":12345678901234567890}}`, "submit-conflict")).status, 201);
+      const n = await taskCount();
+      const res = await submit(`{"queue_id":"${q}","input":{"n":12345678901234567891}}`, "submit-conflict");
+      assertError(res, 409, "IDEMPOTENCY_CONFLICT");
+      assertContract("submitTask", res);
+      assert.equal(await taskCount(), n);
+    });
+
+    it("scopes keys to the credential", async () => {
+      const mine = await submit({ queue_id: other.queues[0]!.id, input: 1 }, "shared-key");
+      const theirs = await client(node.url, other.token).post("/v1/tasks", { queue_id: other.queues[0]!.id, input: 1 }, "shared-key");
+      assert.equal(mine.status, 201);
+      assert.equal(theirs.status, 201);
+      assert.notEqual(mine.json.data.task.id, theirs.json.data.task.id);
+    });
+
+    it("accepts any JSON input up to 256 KiB as sent, and refuses more", async () => {
+      for (const input of [null, 0, "text", [1, [2]], { deep: { er: true } }]) {
+        assert.equal((await submit({ queue_id: q, input })).status, 201);
+      }
+      const n = await taskCount();
+      const limit = 256 * 1024;
+      const big = `{"queue_id":"${q}","input":"${"x".repeat(limit - 1)}"}`; // input text = limit + 1 bytes
+      const res = await submit(big);
+      assertError(res, 400, "INVALID_ARGUMENT");
+      assert.equal(await taskCount(), n);
+      const fits = await submit(`{"queue_id":"${q}","input":"${"x".repeat(limit - 2)}"}`);
+      assert.equal(fits.status, 201, fits.text);
+    });
+
+    it("rejects bad bodies with 400 and writes nothing", async () => {
+      const n = await taskCount();
+      for (const body of [
+        {},
+        { queue_id: q },
+        { input: 1 },
+        { queue_id: q, input: 1, max_attempts: 0 },
+        { queue_id: q, input: 1, max_attempts: 101 },
+        { queue_id: q, input: 1, extra: true },
+        { queue_id: q.toUpperCase(), input: 1 },
+      ]) {
+        assertError(await submit(body), 400, "INVALID_ARGUMENT");
+      }
+      assertError(await submit(`{"queue_id":"${q}","input":{"a":1,"a":2}}`), 400, "INVALID_ARGUMENT");
+      assertError(await submit({ queue_id: q, input: 1 }, null), 400, "INVALID_ARGUMENT");
+      assert.equal(await taskCount(), n);
+    });
+
+    it("answers 404 for a queue outside the credential's scope and 403 without tasks:submit", async () => {
+      assertError(await client(node.url, other.token).post("/v1/tasks", { queue_id: q, input: 1 }), 404, "NOT_FOUND");
+      assertError(await submit({ queue_id: ID, input: 1 }), 404, "NOT_FOUND");
+      const reader = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["tasks:read"], queueIds: [q] });
+      const res = await client(node.url, reader.token).post("/v1/tasks", { queue_id: q, input: 1 });
+      assertError(res, 403, "PERMISSION_DENIED");
+    });
+  });
+
+  describe("read", () => {
+    it("returns the task to a credential with the queue in scope, 404 to others", async () => {
+      const t = (await submit({ queue_id: q, input: 1 })).json.data.task;
+      const res = await api.get(`/v1/tasks/${t.id}`);
+      assert.equal(res.status, 200);
+      assertContract("getTask", res);
+      assert.deepEqual(res.json.data, t);
+      assertError(await client(node.url, other.token).get(`/v1/tasks/${t.id}`), 404, "NOT_FOUND");
+      assertError(await api.get(`/v1/tasks/${ID}`), 404, "NOT_FOUND");
+      assertError(await api.get(`/v1/tasks/${t.id.toUpperCase()}`), 404, "NOT_FOUND");
+      const worker = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["tasks:work"], queueIds: [q] });
+      assertError(await client(node.url, worker.token).get(`/v1/tasks/${t.id}`), 403, "PERMISSION_DENIED");
+    });
+  });
+
+  describe("cancel", () => {
+    it("cancels a QUEUED task with a task.cancelled event; a replay changes nothing", async () => {
+      const t = (await submit({ queue_id: q, input: 1 })).json.data.task;
+      const body = { expected_revision: "1", reason: "customer withdrew" };
+      const res = await api.post(`/v1/tasks/${t.id}:cancel`, body, "cancel-1");
+      assert.equal(res.status, 200, res.text);
+      assertContract("cancelTask", res);
+      assert.equal(res.json.data.task.state, "CANCELLED");
+      assert.equal(res.json.data.task.revision, "2");
+      assert.equal(res.json.data.deduplicated, false);
+      const replay = await api.post(`/v1/tasks/${t.id}:cancel`, body, "cancel-1");
+      assert.equal(replay.status, 200);
+      assert.equal(replay.json.data.deduplicated, true);
+      assert.deepEqual(replay.json.data.task, res.json.data.task);
+      await waitSequenced(db, owner.namespace_id);
+      const events = (await readLog(db, owner.namespace_id)).events.filter((e) => e.aggregate_id === t.id);
+      assert.equal(events.length, 1, "one event, not two");
+      const e = events[0]!;
+      assert.equal(e.type, "task.cancelled");
+      assert.deepEqual(e.details, { state: "CANCELLED", reason: "CANCEL_REQUESTED" });
+      assert.deepEqual(e.snapshot, { schema_version: 1, task_id: t.id, queue_id: q, state: "CANCELLED", revision: "2", effect_uncertain: false });
+      assert.equal(e.aggregate_revision, "2");
+    });
+
+    it("cancels a RUNNING task with effect_uncertain and names its attempt", async () => {
+      const qc = owner.queues[2]!.id;
+      const t = (await submit({ queue_id: qc, input: 1 })).json.data.task;
+      const c = await claim(qc);
+      assert.equal(c.task.id, t.id);
+      const res = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "2", reason: "stop" });
+      assert.equal(res.status, 200, res.text);
+      await waitSequenced(db, owner.namespace_id);
+      const e = (await readLog(db, owner.namespace_id)).events.find((x) => x.aggregate_id === t.id)!;
+      assert.equal(e.snapshot.effect_uncertain, true);
+      assert.equal(e.snapshot.current_attempt_id, c.attempt_id);
+      assert.ok(validResultEvent({ ...e, aggregate_kind: "task", occurred_at: "2026-01-01T00:00:00.000Z" }));
+      const done = await api.post(`/v1/worker/attempts/${c.attempt_id}:complete`, { outcome: "succeeded" }, null);
+      assertError(done, 409, "STATE_CONFLICT");
+    });
+
+    it("refuses a wrong revision or a finished task with 409, and bad input with 400", async () => {
+      const t = (await submit({ queue_id: q, input: 1 })).json.data.task;
+      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "7", reason: "x" }), 409, "STATE_CONFLICT");
+      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "01", reason: "x" }), 400, "INVALID_ARGUMENT");
+      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "" }), 400, "INVALID_ARGUMENT");
+      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x".repeat(1025) }), 400, "INVALID_ARGUMENT");
+      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1" }), 400, "INVALID_ARGUMENT");
+      // 1024 Unicode characters (2048 UTF-16 units) is within the limit.
+      const ok = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "😀".repeat(1024) });
+      assert.equal(ok.status, 200, ok.text);
+      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "2", reason: "again" }), 409, "STATE_CONFLICT");
+      assertError(await client(node.url, other.token).post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "2", reason: "x" }), 404, "NOT_FOUND");
+    });
+  });
+
+  describe("resolve", () => {
+    it("resolves NEEDS_REVIEW into a second, distinct authoritative event", async () => {
+      const qd = owner.queues[3]!.id;
+      const t = (await submit({ queue_id: qd, input: 1 })).json.data.task;
+      const c = await claim(qd);
+      const done = await api.post(`/v1/worker/attempts/${c.attempt_id}:complete`, { outcome: "needs_review", result: { score: 0.5 } }, null);
+      assert.equal(done.status, 200, done.text);
+      assert.equal(done.json.data.task.state, "NEEDS_REVIEW");
+      const rev = done.json.data.task.revision;
+      assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: "1", outcome: "succeeded", reason: "ok" }), 409, "STATE_CONFLICT");
+      assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "maybe", reason: "ok" }), 400, "INVALID_ARGUMENT");
+      const res = await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "succeeded", reason: "checked by hand" });
+      assert.equal(res.status, 200, res.text);
+      assertContract("resolveTask", res);
+      assert.equal(res.json.data.task.state, "SUCCEEDED");
+      assert.equal(res.json.data.task.result, '{"score":0.5}', "no result sent: the worker's result stays");
+      assertError(
+        await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: res.json.data.task.revision, outcome: "failed", reason: "no" }),
+        409,
+        "STATE_CONFLICT",
+      );
+      await waitSequenced(db, owner.namespace_id);
+      const events = (await readLog(db, owner.namespace_id)).events.filter((e) => e.aggregate_id === t.id);
+      assert.deepEqual(events.map((e) => e.type), ["task.needs_review", "task.succeeded"]);
+      assert.notEqual(events[0]!.id, events[1]!.id);
+      assert.deepEqual(events.map((e) => e.details.reason), ["WORKER_NEEDS_REVIEW", "REVIEW_SUCCEEDED"]);
+      for (const e of events) assert.ok(validResultEvent({ ...e, aggregate_kind: "task", occurred_at: "2026-01-01T00:00:00.000Z" }), JSON.stringify(e));
+    });
+  });
+});

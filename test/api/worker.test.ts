@@ -1,0 +1,209 @@
+// The worker API over real HTTP (platform.md): claim with long-poll, complete, requeue,
+// stale and repeated completions, and attempt leases that run out.
+import { strict as assert } from "node:assert";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, makeCredential, readLog, waitSequenced, type Client } from "../helpers/api.js";
+import { assertContract, assertError } from "../helpers/contract.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("worker API", () => {
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let cred: BootstrapOutput;
+  let api: Client;
+  let queueNo = 0;
+
+  /** A queue of its own for each test, so tests never claim each other's tasks. */
+  async function freshQueue(): Promise<string> {
+    const name = `w${++queueNo}`;
+    const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name] });
+    const c = await db.connect();
+    try {
+      await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
+    } finally {
+      await c.end();
+    }
+    return out.queues[0]!.id;
+  }
+  const submit = async (queueId: string, extra: Record<string, unknown> = {}) =>
+    (await api.post("/v1/tasks", { queue_id: queueId, input: { job: 1 }, ...extra })).json.data.task;
+  const claim = (queueId: string, waitMs?: number) =>
+    api.post("/v1/worker/claim", { queue_id: queueId, ...(waitMs !== undefined ? { wait_ms: waitMs } : {}) }, null);
+  const complete = (attempt: string, body: unknown) => api.post(`/v1/worker/attempts/${attempt}:complete`, body, null);
+  const requeue = (attempt: string, body: unknown) => api.post(`/v1/worker/attempts/${attempt}:requeue`, body, null);
+
+  before(async () => {
+    db = await freshDatabase("worker");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["base"] });
+    node = await startNode(db.url, { ORBIT_WORKER_LEASE_MS: "400" });
+    api = client(node.url, cred.token);
+  });
+  after(async () => {
+    await node?.stop();
+    await db?.drop();
+  });
+
+  it("answers 204 at once when the queue is empty and wait_ms is 0", async () => {
+    const q = await freshQueue();
+    const res = await claim(q);
+    assert.equal(res.status, 204);
+    assertContract("claimTask", res);
+  });
+
+  it("claims the oldest QUEUED task: RUNNING, attempts 1, a lease", async () => {
+    const q = await freshQueue();
+    const first = await submit(q);
+    await submit(q);
+    const res = await claim(q);
+    assert.equal(res.status, 200, res.text);
+    assertContract("claimTask", res);
+    const d = res.json.data;
+    assert.equal(d.task.id, first.id);
+    assert.equal(d.task.state, "RUNNING");
+    assert.equal(d.task.attempts, 1);
+    assert.equal(d.task.revision, "2");
+    assert.match(d.attempt_id, /^[0-9a-f]{32}$/);
+    const lease = Date.parse(d.lease_until) - Date.parse(d.task.updated_at);
+    assert.equal(lease, 400, "the lease is ORBIT_WORKER_LEASE_MS");
+  });
+
+  it("keeps the result as the exact JSON text, in the task and in the event", async () => {
+    const q = await freshQueue();
+    const t = await submit(q);
+    const c = (await claim(q)).json.data;
+    const body = `{"outcome":"succeeded","result":{"n":12345678901234567890,"f":1.10,"s":"\\u00e9"}}`;
+    const res = await complete(c.attempt_id, body);
+    assert.equal(res.status, 200, res.text);
+    assertContract("completeAttempt", res);
+    const exact = `{"n":12345678901234567890,"f":1.10,"s":"\\u00e9"}`;
+    assert.equal(res.json.data.task.result, exact);
+    assert.equal(res.json.data.task.state, "SUCCEEDED");
+    assert.equal((await api.get(`/v1/tasks/${t.id}`)).json.data.result, exact);
+    await waitSequenced(db, cred.namespace_id);
+    const e = (await readLog(db, cred.namespace_id)).events.find((x) => x.aggregate_id === t.id)!;
+    assert.equal(e.type, "task.succeeded");
+    assert.equal(e.snapshot.result, exact);
+    assert.equal(e.snapshot.current_attempt_id, c.attempt_id);
+    assert.deepEqual(e.details, { state: "SUCCEEDED", reason: "WORKER_SUCCEEDED" });
+    assert.ok(!JSON.stringify(e).includes("job"), "task input never appears in events");
+  });
+
+  it("answers a repeated identical completion with 200 and writes nothing; anything else is 409", async () => {
+    const q = await freshQueue();
+    const t = await submit(q);
+    const c = (await claim(q)).json.data;
+    const body = { outcome: "failed", error: "disk full" };
+    const first = await complete(c.attempt_id, body);
+    assert.equal(first.status, 200);
+    assert.equal(first.json.data.task.state, "FAILED");
+    await waitSequenced(db, cred.namespace_id);
+    const before = (await readLog(db, cred.namespace_id)).events.length;
+    const again = await complete(c.attempt_id, { error: "disk full", outcome: "failed" });
+    assert.equal(again.status, 200, again.text);
+    assert.deepEqual(again.json.data.task, first.json.data.task, "the current task, unchanged");
+    assertError(await complete(c.attempt_id, { outcome: "succeeded" }), 409, "STATE_CONFLICT");
+    assertError(await requeue(c.attempt_id, { reason: "x" }), 409, "STATE_CONFLICT");
+    await waitSequenced(db, cred.namespace_id);
+    assert.equal((await readLog(db, cred.namespace_id)).events.length, before, "no event written");
+    assert.equal((await api.get(`/v1/tasks/${t.id}`)).json.data.revision, first.json.data.task.revision);
+  });
+
+  it("requeues a safe retry to the back of the queue (task.requeued), and fails it at its attempt limit", async () => {
+    const q = await freshQueue();
+    const t = await submit(q, { max_attempts: 2 });
+    const a1 = (await claim(q)).json.data;
+    const r1 = await requeue(a1.attempt_id, { reason: "worker shutting down" });
+    assert.equal(r1.status, 200, r1.text);
+    assertContract("requeueAttempt", r1);
+    assert.equal(r1.json.data.task.state, "QUEUED");
+    assert.equal((await requeue(a1.attempt_id, { reason: "worker shutting down" })).status, 200, "identical repeat");
+    const a2 = (await claim(q)).json.data;
+    assert.equal(a2.task.attempts, 2);
+    const r2 = await requeue(a2.attempt_id, { reason: "again" });
+    assert.equal(r2.json.data.task.state, "FAILED", "no attempts left");
+    assertError(await requeue(a2.attempt_id, { reason: "" }), 400, "INVALID_ARGUMENT");
+    await waitSequenced(db, cred.namespace_id);
+    const events = (await readLog(db, cred.namespace_id)).events.filter((e) => e.aggregate_id === t.id);
+    assert.deepEqual(events.map((e) => [e.type, e.details.reason, e.snapshot.effect_uncertain]), [
+      ["task.requeued", "WORKER_REQUEUED", false],
+      ["task.failed", "ATTEMPTS_EXHAUSTED", false],
+    ]);
+  });
+
+  it("recovers an attempt whose lease ran out: requeued, then FAILED with effect_uncertain at the limit", async () => {
+    const q = await freshQueue();
+    const t = await submit(q, { max_attempts: 2 });
+    const a1 = (await claim(q)).json.data;
+    await sleep(1600); // lease 400 ms; the sweep runs every second
+    const mid = (await api.get(`/v1/tasks/${t.id}`)).json.data;
+    assert.equal(mid.state, "QUEUED");
+    assertError(await complete(a1.attempt_id, { outcome: "succeeded" }), 409, "STATE_CONFLICT");
+    const a2 = (await claim(q)).json.data;
+    assert.equal(a2.task.id, t.id);
+    await sleep(600);
+    // A claim recovers expired attempts of its queue first, without waiting for the sweep.
+    assert.equal((await claim(q)).status, 204);
+    const end = (await api.get(`/v1/tasks/${t.id}`)).json.data;
+    assert.equal(end.state, "FAILED");
+    await waitSequenced(db, cred.namespace_id);
+    const events = (await readLog(db, cred.namespace_id)).events.filter((e) => e.aggregate_id === t.id);
+    assert.deepEqual(events.map((e) => [e.type, e.details.reason, e.snapshot.effect_uncertain, e.snapshot.current_attempt_id]), [
+      ["task.requeued", "LEASE_EXPIRED", true, a1.attempt_id],
+      ["task.failed", "ATTEMPTS_EXHAUSTED", true, a2.attempt_id],
+    ]);
+  });
+
+  it("long-polls: a claim waits and receives a task submitted during the wait", async () => {
+    const q = await freshQueue();
+    const started = Date.now();
+    const waiting = claim(q, 10000);
+    await sleep(300);
+    const t = await submit(q);
+    const res = await waiting;
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.data.task.id, t.id);
+    assert.ok(Date.now() - started < 5000, "woken by the submit, not by the deadline");
+  });
+
+  it("waits idle without busy-looping the database, then answers 204", async () => {
+    const q = await freshQueue();
+    const c = await db.connect();
+    try {
+      const questions = async () => Number(((await c.query<any[]>("SHOW GLOBAL STATUS LIKE 'Questions'"))[0] as any[])[0].Value);
+      const before = await questions();
+      const started = Date.now();
+      const res = await claim(q, 3000);
+      const elapsed = Date.now() - started;
+      const used = (await questions()) - before;
+      assert.equal(res.status, 204);
+      assert.ok(elapsed >= 2900 && elapsed < 6000, `answered at the deadline (${elapsed} ms)`);
+      // Bound: one claim transaction (about 5 statements) per poll second, plus the node's
+      // background sweeps (about 1.3/s) and this test's own 2 queries: well under 40 in 3 s.
+      // A busy loop would issue thousands.
+      assert.ok(used < 40, `${used} queries in ${elapsed} ms`);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it("validates claims and completions, and keeps other credentials' attempts out of reach", async () => {
+    const q = await freshQueue();
+    assertError(await api.post("/v1/worker/claim", { queue_id: q, wait_ms: 20001 }, null), 400, "INVALID_ARGUMENT");
+    assertError(await api.post("/v1/worker/claim", { queue_id: q, wait_ms: -1 }, null), 400, "INVALID_ARGUMENT");
+    assertError(await api.post("/v1/worker/claim", { queue_id: "0123456789abcdef0123456789abcdef" }, null), 404, "NOT_FOUND");
+    await submit(q);
+    const a = (await claim(q)).json.data;
+    assertError(await complete(a.attempt_id, { outcome: "done" }), 400, "INVALID_ARGUMENT");
+    assertError(await complete(a.attempt_id, { outcome: "failed", error: "" }), 400, "INVALID_ARGUMENT");
+    assertError(await complete("0123456789abcdef0123456789abcdef", { outcome: "failed" }), 404, "NOT_FOUND");
+    const stranger = await bootstrap(db.url, { namespace: "ns", application: "other", queues: ["elsewhere"] });
+    assertError(await client(node.url, stranger.token).post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "failed" }, null), 404, "NOT_FOUND");
+    const submitter = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["tasks:submit"], queueIds: [q] });
+    assertError(await client(node.url, submitter.token).post("/v1/worker/claim", { queue_id: q }, null), 403, "PERMISSION_DENIED");
+    // Worker calls ignore an Idempotency-Key.
+    const withKey = await api.post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "succeeded" }, "ignored-key");
+    assert.equal(withKey.status, 200, withKey.text);
+  });
+});
