@@ -6,6 +6,7 @@ import { runMigrate } from "./migrate.js";
 import { runRevoke } from "./revoke.js";
 import { runServe } from "./serve.js";
 import { runPurge } from "./purge.js";
+import { runEvents } from "./events.js";
 import { UsageError } from "./args.js";
 
 const USAGE = `orbit: reliable task-result subscriptions
@@ -18,6 +19,7 @@ Commands:
   serve       run a node: HTTP API and WebSocket event delivery
   revoke      revoke a credential: its token authenticates nothing from then on
   purge       delete old result events and raise the namespace's retention boundary
+  events      print a namespace's committed result events as JSON lines
 
 Run "orbit <command> --help" for a command's options. Configuration comes from the
 environment (ORBIT_DATABASE_URL, ORBIT_HOST, ORBIT_PORT, ...; see README.md).
@@ -29,6 +31,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   serve: runServe,
   revoke: runRevoke,
   purge: runPurge,
+  events: runEvents,
 };
 
 async function main(argv: string[]): Promise<number> {

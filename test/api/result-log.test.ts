@@ -121,6 +121,21 @@ describe("result log", function () {
     assert.equal(byTask.size, PRODUCERS * TASKS_PER_PRODUCER);
   });
 
+  it("prints committed events with orbit events, in the event shape of spec §6", async () => {
+    const env = { ORBIT_DATABASE_URL: db.url };
+    const res = await runCli(["events", "--namespace", "ns", "--after", "2", "--limit", "5"], env);
+    assert.equal(res.code, 0, res.stderr);
+    const lines = res.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((e) => e.sequence), ["3", "4", "5", "6", "7"]);
+    for (const e of lines) {
+      assert.deepEqual(Object.keys(e).sort(), ["aggregate_id", "aggregate_kind", "aggregate_revision", "details", "id", "occurred_at", "sequence", "snapshot", "type"]);
+      assert.equal(e.snapshot.schema_version, 1);
+    }
+    for (const bad of [["--after", "01"], ["--limit", "0"], ["--limit", "10001"]]) {
+      assert.equal((await runCli(["events", "--namespace", "ns", ...bad], env)).code, 2, bad.join(" "));
+    }
+  });
+
   it("purges by sequence: deletes below --before and raises the boundary durably", async () => {
     const env = { ORBIT_DATABASE_URL: db.url };
     const { head } = await readLog(db, cred.namespace_id);
