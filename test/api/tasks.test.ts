@@ -203,6 +203,27 @@ describe("tasks", () => {
     });
   });
 
+  describe("keys, tokens and actions on task writes", () => {
+    it("replays cancel by key, refuses the key with other content, and checks 401/403 first", async () => {
+      const t = (await submit({ queue_id: q, input: 1 })).json.data.task;
+      const first = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "a" }, "cancel-key");
+      assert.equal(first.status, 200);
+      const conflict = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "b" }, "cancel-key");
+      assertError(conflict, 409, "IDEMPOTENCY_CONFLICT");
+      const t2 = (await submit({ queue_id: q, input: 2 })).json.data.task;
+      const otherTarget = await api.post(`/v1/tasks/${t2.id}:cancel`, { expected_revision: "1", reason: "a" }, "cancel-key");
+      assertError(otherTarget, 409, "IDEMPOTENCY_CONFLICT");
+      assert.equal((await api.get(`/v1/tasks/${t2.id}`)).json.data.state, "QUEUED", "the other task was not cancelled");
+      const noToken = await client(node.url, "orbit_nope").post(`/v1/tasks/${t2.id}:cancel`, { expected_revision: "1", reason: "a" });
+      assertError(noToken, 401, "UNAUTHENTICATED");
+      const submitter = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["tasks:submit"], queueIds: [q] });
+      const sub = client(node.url, submitter.token);
+      assertError(await sub.post(`/v1/tasks/${t2.id}:cancel`, { expected_revision: "1", reason: "a" }), 403, "PERMISSION_DENIED");
+      assertError(await sub.post(`/v1/tasks/${t2.id}:resolve`, { expected_revision: "1", outcome: "failed", reason: "a" }), 403, "PERMISSION_DENIED");
+      assertError(await sub.post(`/v1/tasks/${t2.id}:resolve`, { bad: true }), 403, "PERMISSION_DENIED");
+    });
+  });
+
   describe("resolve", () => {
     it("resolves NEEDS_REVIEW into a second, distinct authoritative event", async () => {
       const qd = owner.queues[3]!.id;
@@ -214,8 +235,13 @@ describe("tasks", () => {
       const rev = done.json.data.task.revision;
       assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: "1", outcome: "succeeded", reason: "ok" }), 409, "STATE_CONFLICT");
       assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "maybe", reason: "ok" }), 400, "INVALID_ARGUMENT");
-      const res = await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "succeeded", reason: "checked by hand" });
+      const resolveBody = { expected_revision: rev, outcome: "succeeded", reason: "checked by hand" };
+      const res = await api.post(`/v1/tasks/${t.id}:resolve`, resolveBody, "resolve-1");
       assert.equal(res.status, 200, res.text);
+      const replay = await api.post(`/v1/tasks/${t.id}:resolve`, resolveBody, "resolve-1");
+      assert.equal(replay.json.data.deduplicated, true);
+      assert.deepEqual(replay.json.data.task, res.json.data.task);
+      assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { ...resolveBody, outcome: "failed" }, "resolve-1"), 409, "IDEMPOTENCY_CONFLICT");
       assertContract("resolveTask", res);
       assert.equal(res.json.data.task.state, "SUCCEEDED");
       assert.equal(res.json.data.task.result, '{"score":0.5}', "no result sent: the worker's result stays");
