@@ -24,23 +24,24 @@ export async function runServe(argv: string[]): Promise<number> {
   if (!v) return 0;
   const config = loadConfig();
   const log = jsonLogger();
+  // Signals are handled from the start, so one that arrives while the node is still
+  // starting stops it cleanly once it is up.
+  let signals = 0;
+  let stop!: () => void;
+  const stopRequested = new Promise<void>((resolve) => (stop = resolve));
+  const onSignal = (sig: NodeJS.Signals) => {
+    signals++;
+    if (signals > 1) {
+      log.log("warn", "second signal: exiting now", { signal: sig });
+      process.exit(1);
+    }
+    log.log("info", "shutting down", { signal: sig });
+    stop();
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
   const server = await startServer(config, log, { migrate: !flag(v, "no-migrate") });
-  return new Promise<number>((resolve) => {
-    let signals = 0;
-    const onSignal = (sig: NodeJS.Signals) => {
-      signals++;
-      if (signals > 1) {
-        log.log("warn", "second signal: exiting now", { signal: sig });
-        resolve(1);
-        process.exit(1);
-      }
-      log.log("info", "shutting down", { signal: sig });
-      server.close().then(
-        () => resolve(0),
-        () => resolve(1),
-      );
-    };
-    process.on("SIGTERM", onSignal);
-    process.on("SIGINT", onSignal);
-  });
+  await stopRequested;
+  await server.close();
+  return 0;
 }

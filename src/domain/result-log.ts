@@ -21,17 +21,25 @@ import {
   assignSequences, deleteEventsUpTo, insertEvent, raiseBoundary, selectEvents, selectFirstSequenceSince,
   selectStream, selectUnsequenced, updateHead, type EventRow,
 } from "../db/queries/result-log.js";
+import type { TaskState } from "../db/queries/tasks.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId } from "./identity.js";
 
-export type EventType = "task.succeeded" | "task.failed" | "task.cancelled" | "task.needs_review" | "task.requeued";
+/** The four result types a subscription delivers, in their normalised (sorted) order. */
 export const RESULT_EVENT_TYPES = ["task.cancelled", "task.failed", "task.needs_review", "task.succeeded"] as const;
+export type ResultEventType = (typeof RESULT_EVENT_TYPES)[number];
+/** Every type in the log: the results, and the safe-retry event no subscription receives. */
+export type EventType = ResultEventType | "task.requeued";
+
+export function isResultEventType(t: string): t is ResultEventType {
+  return (RESULT_EVENT_TYPES as readonly string[]).includes(t);
+}
 
 export interface Snapshot {
   schema_version: 1;
   task_id: string;
   queue_id: string;
-  state: string;
+  state: TaskState;
   revision: string;
   effect_uncertain: boolean;
   result?: string;
@@ -45,20 +53,25 @@ export interface NewEvent {
   readonly taskId: string;
   readonly taskRevision: string;
   readonly occurredAt: Date;
-  readonly details: { state: string; reason: string };
+  readonly details: Details;
   readonly snapshot: Snapshot;
 }
 
-/** The wire shape of spec §6 `event`. */
-export interface ResultEventWire {
+export interface Details {
+  state: TaskState;
+  reason: string;
+}
+
+/** The wire shape of spec §6 `event`; T narrows the type for delivered events. */
+export interface ResultEventWire<T extends EventType = ResultEventType> {
   id: string;
   sequence: string;
-  type: string;
+  type: T;
   aggregate_kind: "task";
   aggregate_id: string;
   aggregate_revision: string;
   occurred_at: string;
-  details: { state: string; reason: string };
+  details: Details;
   snapshot: Snapshot;
 }
 
@@ -79,19 +92,27 @@ export async function appendEvent(tx: Tx, e: NewEvent): Promise<string> {
   return id;
 }
 
-export function toWireEvent(row: EventRow): ResultEventWire {
+/** Any event of the log (requeues included), for the operator's view. */
+export function toLogEvent(row: EventRow): ResultEventWire<EventType> {
   if (row.sequence === null) throw new Error("an unnumbered event is not visible");
   return {
     id: row.id,
     sequence: row.sequence,
-    type: row.type,
+    type: row.type as EventType,
     aggregate_kind: "task",
     aggregate_id: row.aggregate_id,
     aggregate_revision: row.aggregate_revision,
     occurred_at: formatTimestamp(row.occurred_at),
-    details: JSON.parse(row.details) as ResultEventWire["details"],
+    details: JSON.parse(row.details) as Details,
     snapshot: JSON.parse(row.snapshot) as Snapshot,
   };
+}
+
+/** A result event, as subscriptions deliver it. */
+export function toWireEvent(row: EventRow): ResultEventWire {
+  const e = toLogEvent(row);
+  if (!isResultEventType(e.type)) throw new Error(`a ${e.type} event is not a result`);
+  return { ...e, type: e.type };
 }
 
 /** How many events one sequencer transaction numbers at most. */
@@ -130,10 +151,10 @@ export async function readStream(db: Pool | Tx, namespaceId: string): Promise<St
 }
 
 /** Reads numbered events after `after`, never past the committed head. */
-export async function readEvents(db: Pool, namespaceId: string, after: string, limit: number): Promise<ResultEventWire[]> {
+export async function readEvents(db: Pool, namespaceId: string, after: string, limit: number): Promise<ResultEventWire<EventType>[]> {
   const { head } = await readStream(db, namespaceId);
   const rows = await selectEvents(db, namespaceId, after, head, limit);
-  return rows.map(toWireEvent);
+  return rows.map(toLogEvent);
 }
 
 export class PurgeError extends Error {}

@@ -19,7 +19,10 @@ describe("HTTP basics", () => {
   const call = (r: RawRequest) => request(node.url, { token: cred.token, ...r });
   const create = (body: string, headers: [string, string][] = [KEY]) =>
     call({ method: "POST", path: "/v1/subscriptions", headers, body });
-  const validCreate = () => JSON.stringify({ name: "results", queue_id: cred.queues[0]!.id });
+  let names = 0;
+  /** A valid create body with a name of its own. */
+  const validCreate = () => JSON.stringify({ name: `results-${++names}`, queue_id: cred.queues[0]!.id });
+  const freshKey = (): [string, string] => ["Idempotency-Key", `key-${names}-${Math.random()}`];
 
   before(async () => {
     db = await freshDatabase("http_basics");
@@ -71,9 +74,9 @@ describe("HTTP basics", () => {
       }
     });
 
-    it("answers an operation that a later issue implements with 501 in the envelope", async () => {
+    it("answers a well-formed id that does not exist with 404 in the envelope", async () => {
       const res = await call({ path: `/v1/subscriptions/${ID}` });
-      assertError(res, 501, "NOT_IMPLEMENTED");
+      assertError(res, 404, "NOT_FOUND");
       assertContract("getSubscription", res);
     });
 
@@ -131,9 +134,9 @@ describe("HTTP basics", () => {
   });
 
   describe("bodies", () => {
-    it("accepts a valid body (the handler is not implemented yet)", async () => {
-      const res = await create(validCreate());
-      assertError(res, 501, "NOT_IMPLEMENTED");
+    it("accepts a valid body", async () => {
+      const res = await create(validCreate(), [freshKey()]);
+      assert.equal(res.status, 201, res.text);
     });
 
     it("requires application/json", async () => {
@@ -145,14 +148,14 @@ describe("HTTP basics", () => {
       const ok = await call({
         method: "POST",
         path: "/v1/subscriptions",
-        headers: [KEY, ["Content-Type", "application/json; charset=utf-8"]],
+        headers: [freshKey(), ["Content-Type", "application/json; charset=utf-8"]],
         body: validCreate(),
       });
-      assert.equal(ok.status, 501);
+      assert.equal(ok.status, 201, ok.text);
     });
 
     it("refuses bodies over 512 KiB with 413, and takes one just under", async () => {
-      const pad = (n: number) => JSON.stringify({ name: "x", queue_id: cred.queues[0]!.id, types: [] }).replace("{", "{" + " ".repeat(n));
+      const pad = (n: number) => validCreate().replace("{", "{" + " ".repeat(n));
       const limit = 512 * 1024;
       const big = pad(limit - validCreate().length + 100);
       assert.ok(Buffer.byteLength(big) > limit);
@@ -161,7 +164,7 @@ describe("HTTP basics", () => {
       assertContract("createSubscription", res);
       const small = pad(limit - 200);
       assert.ok(Buffer.byteLength(small) <= limit);
-      assert.equal((await create(small)).status, 501);
+      assert.equal((await create(small, [freshKey()])).status, 201);
     });
 
     it("rejects malformed JSON, duplicate keys at any depth, unknown fields and case-variant aliases", async () => {
@@ -213,7 +216,7 @@ describe("HTTP basics", () => {
         assertError(res, 400, "INVALID_ARGUMENT");
         assert.match(res.json.error.message, /Idempotency-Key/, what);
       }
-      assert.equal((await create(validCreate(), [["Idempotency-Key", "k".repeat(128)]])).status, 501);
+      assert.equal((await create(validCreate(), [["Idempotency-Key", "k".repeat(128)]])).status, 201);
     });
 
     it("is not needed by worker calls", async () => {

@@ -91,10 +91,17 @@ export async function selectEvents(db: Pool | Tx, namespaceId: string, after: st
   return rows;
 }
 
-/** Deletes numbered events with sequence <= boundary; returns how many. */
+/**
+ * Deletes numbered events with sequence <= boundary; returns how many. Events that a
+ * delivery still has to deliver (not ACKED) stay: a materialised delivery is never
+ * left without its event.
+ */
 export async function deleteEventsUpTo(tx: Tx, namespaceId: string, boundary: string, limit: number): Promise<number> {
   const [res] = await tx.query<ResultSetHeader>(
-    "DELETE FROM result_events WHERE namespace_id = ? AND sequence <= ? ORDER BY sequence LIMIT ?",
+    `DELETE FROM result_events
+      WHERE namespace_id = ? AND sequence <= ?
+        AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = result_events.id AND d.state <> 'ACKED')
+      ORDER BY sequence LIMIT ?`,
     [namespaceId, boundary, limit],
   );
   return res.affectedRows;
@@ -123,4 +130,14 @@ export async function selectFirstSequenceSince(db: Pool, namespaceId: string, si
 export async function selectNamespaceIds(db: Pool): Promise<string[]> {
   const [rows] = await db.query<RowDataPacket[]>("SELECT namespace_id FROM namespace_streams");
   return rows.map((r) => r.namespace_id as string);
+}
+
+/** Takes an event id; returns the event if it is numbered and not purged. */
+export async function selectEventById(db: Pool | Tx, id: string): Promise<EventRow | undefined> {
+  const [rows] = await db.query<(EventRow & RowDataPacket)[]>(
+    `SELECT id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot
+       FROM result_events WHERE id = ? AND sequence IS NOT NULL`,
+    [id],
+  );
+  return rows[0];
 }

@@ -8,6 +8,10 @@ import type { HandlerContext } from "../router.js";
 import { getCurrentCredential, getHealth } from "./operator.js";
 import { cancelTaskHandler, getTask, resolveTaskHandler, submitTask } from "./tasks.js";
 import { claimTask, completeAttempt, requeueAttempt } from "./worker.js";
+import {
+  configureSubscription, createSubscription, getEventDelivery, getSubscription, listEventDeliveries, listSubscriptions,
+  retryEventDelivery,
+} from "./subscriptions.js";
 
 function later<K extends HttpOperationId>(operationId: K): Handler<K, HandlerContext> {
   const route = ROUTES.find((r) => r.operationId === operationId);
@@ -29,12 +33,12 @@ export const handlers: Implementation<HandlerContext> = {
   claimTask,
   completeAttempt,
   requeueAttempt,
-  // Subscription management (spec §1–4): issue 4.
-  createSubscription: later("createSubscription"),
-  listSubscriptions: later("listSubscriptions"),
-  getSubscription: later("getSubscription"),
-  configureSubscription: later("configureSubscription"),
-  listEventDeliveries: later("listEventDeliveries"),
-  getEventDelivery: later("getEventDelivery"),
-  retryEventDelivery: later("retryEventDelivery"),
+  // Subscription management (spec §1–4).
+  createSubscription,
+  listSubscriptions,
+  getSubscription,
+  configureSubscription,
+  listEventDeliveries,
+  getEventDelivery,
+  retryEventDelivery,
 };

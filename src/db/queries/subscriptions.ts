@@ -1,0 +1,89 @@
+// SQL for subscriptions.
+import type { RowDataPacket } from "mysql2/promise";
+import type { Pool, Tx } from "../types.js";
+
+export interface SubscriptionRow {
+  id: string;
+  namespace_id: string;
+  application_id: string;
+  credential_id: string;
+  queue_id: string;
+  name: string;
+  revision: string;
+  enabled: number;
+  types: string;
+  cursor_sequence: string;
+  max_pending: number;
+  max_attempts: number;
+  created_at: Date;
+  updated_at: Date;
+  /** Counted from deliveries: PENDING + LEASED + EXPIRED. */
+  pending_count: number;
+}
+
+const COLUMNS = `s.id, s.namespace_id, s.application_id, s.credential_id, s.queue_id, s.name, s.revision, s.enabled,
+  s.types, s.cursor_sequence, s.max_pending, s.max_attempts, s.created_at, s.updated_at,
+  (SELECT COUNT(*) FROM deliveries d WHERE d.subscription_id = s.id AND d.state IN ('PENDING', 'LEASED', 'EXPIRED')) AS pending_count`;
+
+export async function selectSubscription(db: Pool | Tx, id: string, lock = false): Promise<SubscriptionRow | undefined> {
+  const [rows] = await db.query<(SubscriptionRow & RowDataPacket)[]>(
+    `SELECT ${COLUMNS} FROM subscriptions s WHERE s.id = ?${lock ? " FOR UPDATE" : ""}`,
+    [id],
+  );
+  return rows[0] ? { ...rows[0], pending_count: Number(rows[0].pending_count) } : undefined;
+}
+
+/** Takes an owner, a queue and a page position; returns up to limit rows, newest first. */
+export async function selectSubscriptionPage(
+  db: Pool,
+  credentialId: string,
+  queueId: string,
+  after: { createdAt: Date; id: string } | undefined,
+  limit: number,
+): Promise<SubscriptionRow[]> {
+  const [rows] = await db.query<(SubscriptionRow & RowDataPacket)[]>(
+    `SELECT ${COLUMNS} FROM subscriptions s
+      WHERE s.credential_id = ? AND s.queue_id = ?
+        ${after ? "AND (s.created_at < ? OR (s.created_at = ? AND s.id < ?))" : ""}
+      ORDER BY s.created_at DESC, s.id DESC LIMIT ?`,
+    after ? [credentialId, queueId, after.createdAt, after.createdAt, after.id, limit] : [credentialId, queueId, limit],
+  );
+  return rows.map((r) => ({ ...r, pending_count: Number(r.pending_count) }));
+}
+
+/**
+ * Locks the namespace row and counts its subscriptions: two concurrent creates in one
+ * namespace take turns here, so the 64 limit holds without a race.
+ */
+export async function lockNamespaceAndCount(tx: Tx, namespaceId: string): Promise<number> {
+  await tx.query("SELECT id FROM namespaces WHERE id = ? FOR UPDATE", [namespaceId]);
+  // A locking read: it sees every create committed before we got the lock.
+  const [rows] = await tx.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM subscriptions WHERE namespace_id = ? LOCK IN SHARE MODE", [namespaceId]);
+  return Number(rows[0]!.n);
+}
+
+export async function nameTaken(tx: Tx, namespaceId: string, name: string): Promise<boolean> {
+  const [rows] = await tx.query<RowDataPacket[]>("SELECT 1 FROM subscriptions WHERE namespace_id = ? AND name = ?", [namespaceId, name]);
+  return rows.length > 0;
+}
+
+export async function insertSubscription(
+  tx: Tx,
+  s: Omit<SubscriptionRow, "revision" | "enabled" | "updated_at" | "pending_count">,
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO subscriptions (id, namespace_id, application_id, credential_id, queue_id, name, revision, enabled, types,
+                                cursor_sequence, max_pending, max_attempts, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, 1, TRUE, ?, ?, ?, ?, ?, ?)`,
+    [s.id, s.namespace_id, s.application_id, s.credential_id, s.queue_id, s.name, s.types, s.cursor_sequence, s.max_pending, s.max_attempts, s.created_at, s.created_at],
+  );
+}
+
+/** Sets enabled and bumps the configuration revision, guarded by the expected revision. */
+export async function updateEnabled(tx: Tx, id: string, expectedRevision: string, enabled: boolean, now: Date): Promise<boolean> {
+  const [res] = await tx.query<import("mysql2/promise").ResultSetHeader>(
+    "UPDATE subscriptions SET enabled = ?, revision = revision + 1, updated_at = ? WHERE id = ? AND revision = ?",
+    [enabled, now, id, expectedRevision],
+  );
+  return res.affectedRows === 1;
+}

@@ -1,0 +1,105 @@
+// HTTP handlers of subscription management (spec §2-4). Order of checks: scope (404),
+// then the body (400), then idempotency and state (409) inside one transaction.
+import type { Handler } from "../../../generated/http/routes.js";
+import { withTransaction } from "../../db/tx.js";
+import { getDelivery, listDeliveries, retry } from "../../domain/deliveries.js";
+import {
+  configureSubscription as configure, createSubscription as create, getSubscription as readSubscription,
+  listSubscriptions as list, toWireSubscription,
+} from "../../domain/subscriptions.js";
+import type { HandlerContext } from "../router.js";
+
+export const createSubscription: Handler<"createSubscription", HandlerContext> = async (req, ctx) => {
+  const caller = ctx.caller();
+  const body = await req.body();
+  const key = req.idempotencyKey();
+  const receipt = await withTransaction(
+    ctx.pool,
+    (tx) =>
+      create(tx, caller, {
+        name: body.name,
+        queueId: body.queue_id,
+        ...(body.types !== undefined ? { types: body.types } : {}),
+        ...(body.from_sequence !== undefined ? { fromSequence: body.from_sequence } : {}),
+        ...(body.max_pending !== undefined ? { maxPending: body.max_pending } : {}),
+        ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
+        key,
+        canonicalBody: req.canonicalBody(),
+      }),
+    ctx.signal,
+  );
+  const data = { ...receipt.data, deduplicated: receipt.deduplicated };
+  return receipt.deduplicated ? { status: 200, data } : { status: 201, data };
+};
+
+export const listSubscriptions: Handler<"listSubscriptions", HandlerContext> = async (req, ctx) => ({
+  status: 200,
+  data: await list(ctx.pool, ctx.caller(), {
+    queueId: req.query.queue_id,
+    ...(req.query.limit !== undefined ? { limit: req.query.limit } : {}),
+    ...(req.query.cursor !== undefined ? { cursor: req.query.cursor } : {}),
+  }),
+});
+
+export const getSubscription: Handler<"getSubscription", HandlerContext> = async (req, ctx) => ({
+  status: 200,
+  data: toWireSubscription(await readSubscription(ctx.pool, ctx.caller(), req.path.id)),
+});
+
+export const configureSubscription: Handler<"configureSubscription", HandlerContext> = async (req, ctx) => {
+  const caller = ctx.caller();
+  await readSubscription(ctx.pool, caller, req.path.id);
+  const body = await req.body();
+  const key = req.idempotencyKey();
+  const receipt = await withTransaction(
+    ctx.pool,
+    (tx) =>
+      configure(tx, caller, {
+        id: req.path.id,
+        expectedRevision: body.expected_revision,
+        enabled: body.enabled,
+        reason: body.reason,
+        key,
+        canonicalBody: req.canonicalBody(),
+      }),
+    ctx.signal,
+  );
+  return { status: 200, data: { ...receipt.data, deduplicated: receipt.deduplicated } };
+};
+
+export const listEventDeliveries: Handler<"listEventDeliveries", HandlerContext> = async (req, ctx) => ({
+  status: 200,
+  data: await listDeliveries(ctx.pool, ctx.caller(), {
+    subscriptionId: req.path.id,
+    ...(req.query.state !== undefined ? { state: req.query.state } : {}),
+    ...(req.query.limit !== undefined ? { limit: req.query.limit } : {}),
+    ...(req.query.cursor !== undefined ? { cursor: req.query.cursor } : {}),
+  }),
+});
+
+export const getEventDelivery: Handler<"getEventDelivery", HandlerContext> = async (req, ctx) => ({
+  status: 200,
+  data: await getDelivery(ctx.pool, ctx.caller(), req.path.id, req.path.delivery_id),
+});
+
+export const retryEventDelivery: Handler<"retryEventDelivery", HandlerContext> = async (req, ctx) => {
+  const caller = ctx.caller();
+  await readSubscription(ctx.pool, caller, req.path.id);
+  const body = await req.body();
+  const key = req.idempotencyKey();
+  const receipt = await withTransaction(
+    ctx.pool,
+    (tx) =>
+      retry(tx, caller, {
+        subscriptionId: req.path.id,
+        deliveryId: req.path.delivery_id,
+        expectedRevision: body.expected_revision,
+        additionalAttempts: body.additional_attempts,
+        reason: body.reason,
+        key,
+        canonicalBody: req.canonicalBody(),
+      }),
+    ctx.signal,
+  );
+  return { status: 200, data: { ...receipt.data, deduplicated: receipt.deduplicated } };
+};
