@@ -71,3 +71,140 @@ export async function retryDelivery(tx: Tx, id: string, expectedRevision: string
   );
   return res.affectedRows === 1;
 }
+
+// ---- the delivery engine's statements (domain/delivery-engine.ts) ----
+
+/**
+ * Recovery (spec §4): LEASED deliveries of the subscription whose lease ran out go back
+ * to PENDING within their attempt budget, else to EXPIRED. Their epoch stays, so the
+ * latest proof can still ACK until a new claim replaces it.
+ */
+export async function recoverExpiredLeases(tx: Tx, subscriptionId: string, now: Date): Promise<number> {
+  const [res] = await tx.query<ResultSetHeader>(
+    `UPDATE deliveries
+        SET state = IF(attempts < attempt_budget, 'PENDING', 'EXPIRED'),
+            available_at = IF(attempts < attempt_budget, ?, available_at),
+            lease_until = NULL, session_id = NULL, revision = revision + 1
+      WHERE subscription_id = ? AND state = 'LEASED' AND lease_until < ?`,
+    [now, subscriptionId, now],
+  );
+  return res.affectedRows;
+}
+
+/** PENDING + LEASED + EXPIRED: the backlog that max_pending bounds (spec §2). */
+export async function countPending(tx: Tx, subscriptionId: string): Promise<number> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    "SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state IN ('PENDING', 'LEASED', 'EXPIRED')",
+    [subscriptionId],
+  );
+  return Number(rows[0]!.n);
+}
+
+/** How many LEASED deliveries a connection holds. */
+export async function countHeld(tx: Tx, sessionId: string): Promise<number> {
+  const [rows] = await tx.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM deliveries WHERE session_id = ? AND state = 'LEASED'", [sessionId]);
+  return Number(rows[0]!.n);
+}
+
+export interface NewDelivery {
+  readonly id: string;
+  readonly eventId: string;
+  readonly sequence: string;
+}
+
+/** Creates PENDING deliveries (revision 1, epoch 0, no attempts yet). */
+export async function insertDeliveries(tx: Tx, subscriptionId: string, budget: number, now: Date, ds: readonly NewDelivery[]): Promise<void> {
+  if (ds.length === 0) return;
+  await tx.query(
+    `INSERT INTO deliveries (id, subscription_id, event_id, sequence, revision, state, created_at, available_at,
+                             lease_epoch, attempts, attempt_budget)
+     VALUES ${ds.map(() => "(?, ?, ?, ?, 1, 'PENDING', ?, ?, 0, 0, ?)").join(", ")}`,
+    ds.flatMap((d) => [d.id, subscriptionId, d.eventId, d.sequence, now, now, budget]),
+  );
+}
+
+export async function updateCursor(tx: Tx, subscriptionId: string, cursor: string): Promise<void> {
+  await tx.query("UPDATE subscriptions SET cursor_sequence = ? WHERE id = ?", [cursor, subscriptionId]);
+}
+
+/** The oldest claimable deliveries: PENDING and available, in sequence order. */
+export async function selectClaimable(tx: Tx, subscriptionId: string, now: Date, limit: number): Promise<string[]> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    `SELECT id FROM deliveries WHERE subscription_id = ? AND state = 'PENDING' AND available_at <= ?
+      ORDER BY sequence LIMIT ?`,
+    [subscriptionId, now, limit],
+  );
+  return rows.map((r) => r.id as string);
+}
+
+/**
+ * Leases deliveries to a session: epoch + 1, attempts + 1, a new secret digest each,
+ * guarded by state so that a row someone else leased meanwhile is left alone.
+ */
+export async function leaseDeliveries(
+  tx: Tx,
+  leases: readonly { id: string; digest: Buffer }[],
+  sessionId: string,
+  leaseUntil: Date,
+): Promise<number> {
+  const cases = leases.map(() => "WHEN ? THEN ?").join(" ");
+  const [res] = await tx.query<ResultSetHeader>(
+    `UPDATE deliveries
+        SET state = 'LEASED', lease_epoch = lease_epoch + 1, attempts = attempts + 1, lease_until = ?,
+            lease_secret_digest = CASE id ${cases} END, session_id = ?, revision = revision + 1
+      WHERE id IN (?) AND state = 'PENDING'`,
+    [leaseUntil, ...leases.flatMap((l) => [l.id, l.digest]), sessionId, leases.map((l) => l.id)],
+  );
+  return res.affectedRows;
+}
+
+export interface ProofRow {
+  id: string;
+  subscription_id: string;
+  event_id: string;
+  state: DeliveryState;
+  lease_epoch: string;
+  lease_secret_digest: Buffer | null;
+  acknowledged_at: Date | null;
+  revision: string;
+}
+
+/** Takes delivery ids of one subscription; returns what an ACK checks, locked. */
+export async function selectProofs(tx: Tx, subscriptionId: string, ids: readonly string[]): Promise<ProofRow[]> {
+  const [rows] = await tx.query<(ProofRow & RowDataPacket)[]>(
+    `SELECT id, subscription_id, event_id, state, lease_epoch, lease_secret_digest, acknowledged_at, revision
+       FROM deliveries WHERE subscription_id = ? AND id IN (?) FOR UPDATE`,
+    [subscriptionId, ids],
+  );
+  return rows;
+}
+
+/** The first valid ACK: ACKED with acknowledged_at; the digest stays for replays. */
+export async function markAcked(tx: Tx, ids: readonly string[], now: Date): Promise<void> {
+  await tx.query(
+    `UPDATE deliveries SET state = 'ACKED', acknowledged_at = ?, lease_until = NULL, session_id = NULL, revision = revision + 1
+      WHERE id IN (?) AND state <> 'ACKED'`,
+    [now, ids],
+  );
+}
+
+/** Takes delivery ids; returns the deliveries with the event each carries. */
+export async function selectWithEvents(tx: Tx, ids: readonly string[]): Promise<(DeliveryRow & { ev: import("./result-log.js").EventRow })[]> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    `SELECT ${DELIVERY_COLUMNS.split(",").map((c) => `d.${c.trim()}`).join(", ")},
+            e.id AS e_id, e.namespace_id AS e_namespace_id, e.queue_id AS e_queue_id, e.sequence AS e_sequence,
+            e.type AS e_type, e.aggregate_id AS e_aggregate_id, e.aggregate_revision AS e_aggregate_revision,
+            e.occurred_at AS e_occurred_at, e.details AS e_details, e.snapshot AS e_snapshot
+       FROM deliveries d JOIN result_events e ON e.id = d.event_id
+      WHERE d.id IN (?) ORDER BY d.sequence`,
+    [ids],
+  );
+  return rows.map((r) => ({
+    ...(r as DeliveryRow),
+    ev: {
+      id: r.e_id, namespace_id: r.e_namespace_id, queue_id: r.e_queue_id, sequence: String(r.e_sequence), type: r.e_type,
+      aggregate_id: r.e_aggregate_id, aggregate_revision: String(r.e_aggregate_revision), occurred_at: r.e_occurred_at,
+      details: r.e_details, snapshot: r.e_snapshot,
+    },
+  }));
+}
