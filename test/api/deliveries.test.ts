@@ -1,0 +1,248 @@
+// Delivery history, detail and manual retry over real HTTP (spec §4), and the usage
+// fields of §2. Deliveries are brought into each state by the delivery engine itself
+// (materialise, claim, ACK, lease recovery) against the same real database, the way the
+// WebSocket layer drives it.
+import { strict as assert } from "node:assert";
+import { randomBytes } from "node:crypto";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, waitSequenced, type Client } from "../helpers/api.js";
+import { assertContract, assertError } from "../helpers/contract.js";
+import { createPool, type Pool } from "../../src/db/pool.js";
+import { ack, claim, type Lease } from "../../src/domain/delivery-engine.js";
+
+const ID = "0123456789abcdef0123456789abcdef";
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("deliveries", function () {
+  this.timeout(60000);
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let cred: BootstrapOutput;
+  let api: Client;
+  let pool: Pool;
+  let q: string;
+
+  async function results(count: number): Promise<void> {
+    for (let i = 0; i < count; i++) {
+      const t = (await api.post("/v1/tasks", { queue_id: q, input: { secret_input: i } })).json.data.task;
+      await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+    }
+    await waitSequenced(db, cred.namespace_id);
+  }
+  async function subscription(extra: Record<string, unknown> = {}) {
+    const res = await api.post("/v1/subscriptions", { name: `s-${randomBytes(4).toString("hex")}`, queue_id: q, from_sequence: "0", ...extra });
+    assert.equal(res.status, 201, res.text);
+    return res.json.data.subscription as { id: string; cursor_sequence: string; revision: string };
+  }
+  const session = (subscriptionId: string, capacity: number, leaseDurationMs = 60000) => ({
+    subscriptionId,
+    sessionId: randomBytes(16).toString("hex"),
+    capacity,
+    leaseDurationMs,
+  });
+  const proof = (l: Lease) => ({ deliveryId: l.delivery.id, epoch: l.delivery.lease_epoch, secret: Buffer.from(l.leaseSecret, "base64url") });
+  const who = (subscriptionId: string) => ({ subscriptionId, namespaceId: cred.namespace_id, credentialId: cred.credential_id });
+
+  before(async () => {
+    db = await freshDatabase("deliveries");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+    node = await startNode(db.url);
+    api = client(node.url, cred.token);
+    q = cred.queues[0]!.id;
+    pool = createPool(db.url, 4);
+    await results(6);
+  });
+  after(async () => {
+    await pool?.end();
+    await node?.stop();
+    await db?.drop();
+  });
+
+  it("shows each state with exactly the fields of §4, and never a secret", async () => {
+    const s = await subscription({ max_attempts: 1 });
+    const leased = (await claim(pool, session(s.id, 3, 300))).leases;
+    assert.equal(leased.length, 3);
+    const [acked] = await ack(pool, who(s.id), [proof(leased[0]!)]);
+    assert.ok(acked?.ok);
+    const fresh = (await claim(pool, session(s.id, 1, 60000))).leases[0]!; // stays LEASED
+    await sleep(400);
+    // A later claim recovers the two expired leases: budget 1 is spent, so EXPIRED.
+    const outcome = await claim(pool, session(s.id, 0));
+    assert.equal(outcome.leases.length, 0);
+
+    const list = await api.get(`/v1/subscriptions/${s.id}/deliveries?limit=100`);
+    assert.equal(list.status, 200, list.text);
+    assertContract("listEventDeliveries", list);
+    const byState = new Map<string, any[]>();
+    for (const d of list.json.data.items) byState.set(d.state, [...(byState.get(d.state) ?? []), d]);
+    assert.deepEqual(
+      ["PENDING", "LEASED", "ACKED", "EXPIRED"].map((st) => byState.get(st)?.length ?? 0),
+      [2, 1, 1, 2],
+    );
+    const base = ["attempt_budget", "attempts", "available_at", "created_at", "event_id", "id", "lease_epoch", "revision", "sequence", "state", "subscription_id"];
+    for (const d of list.json.data.items) {
+      const extra = d.state === "LEASED" ? ["lease_until"] : d.state === "ACKED" ? ["acknowledged_at"] : [];
+      assert.deepEqual(Object.keys(d).sort(), [...base, ...extra].sort(), d.state);
+    }
+    assert.deepEqual(byState.get("PENDING")!.map((d) => [d.lease_epoch, d.attempts, d.revision]), [["0", 0, "1"], ["0", 0, "1"]]);
+    assert.equal(byState.get("LEASED")![0].id, fresh.delivery.id);
+    const ex = byState.get("EXPIRED")![0];
+    assert.deepEqual([ex.lease_epoch, ex.attempts, ex.attempt_budget, ex.revision], ["1", 1, 1, "3"], "claimed once (2), recovered (3)");
+
+    const detail = await api.get(`/v1/subscriptions/${s.id}/deliveries/${acked.deliveryId}`);
+    assert.equal(detail.status, 200);
+    assertContract("getEventDelivery", detail);
+    assert.deepEqual(Object.keys(detail.json.data).sort(), ["delivery", "event"]);
+    assert.equal(detail.json.data.delivery.state, "ACKED");
+    assert.equal(detail.json.data.delivery.acknowledged_at, acked.acknowledgedAt);
+    assert.equal(detail.json.data.event.id, detail.json.data.delivery.event_id);
+    assert.equal(detail.json.data.event.type, "task.cancelled");
+    for (const res of [list, detail]) {
+      for (const leak of ["lease_secret", "digest", "session", "secret_input", leased[0]!.leaseSecret, fresh.leaseSecret]) {
+        assert.ok(!res.text.includes(leak), `no ${leak} in a read`);
+      }
+    }
+  });
+
+  it("filters by state, pages newest first, and binds cursors to subscription and filter", async () => {
+    const s = await subscription();
+    await claim(pool, session(s.id, 2));
+    const all: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const res = await api.get(`/v1/subscriptions/${s.id}/deliveries?limit=2${cursor ? `&cursor=${cursor}` : ""}`);
+      assert.equal(res.status, 200, res.text);
+      all.push(...res.json.data.items.map((d: any) => d.id));
+      cursor = res.json.data.next_cursor;
+    } while (cursor);
+    assert.equal(all.length, 6);
+    assert.equal(new Set(all).size, 6);
+    const full = (await api.get(`/v1/subscriptions/${s.id}/deliveries`)).json.data.items;
+    const order = [...full].sort((a: any, b: any) => (a.created_at === b.created_at ? (a.id < b.id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1));
+    assert.deepEqual(full.map((d: any) => d.id), order.map((d: any) => d.id), "created_at DESC, id DESC");
+    const leased = await api.get(`/v1/subscriptions/${s.id}/deliveries?state=LEASED`);
+    assert.equal(leased.json.data.items.length, 2);
+    assert.ok(leased.json.data.items.every((d: any) => d.state === "LEASED"));
+    const page1 = await api.get(`/v1/subscriptions/${s.id}/deliveries?state=PENDING&limit=1`);
+    const c = page1.json.data.next_cursor;
+    assert.ok(c);
+    assert.equal((await api.get(`/v1/subscriptions/${s.id}/deliveries?state=PENDING&limit=1&cursor=${c}`)).status, 200);
+    assertError(await api.get(`/v1/subscriptions/${s.id}/deliveries?state=LEASED&cursor=${c}`), 400, "INVALID_ARGUMENT");
+    assertError(await api.get(`/v1/subscriptions/${s.id}/deliveries?cursor=${c}`), 400, "INVALID_ARGUMENT");
+    const other = await subscription();
+    assertError(await api.get(`/v1/subscriptions/${other.id}/deliveries?state=PENDING&cursor=${c}`), 400, "INVALID_ARGUMENT");
+    for (const bad of ["state=leased", "state=", "limit=0", "limit=101", "state=ACKED&state=ACKED", "queue_id=" + q]) {
+      assertError(await api.get(`/v1/subscriptions/${s.id}/deliveries?${bad}`), 400, "INVALID_ARGUMENT");
+    }
+  });
+
+  it("never resolves a delivery under another subscription", async () => {
+    const a = await subscription();
+    const b = await subscription();
+    const d = (await claim(pool, session(a.id, 1))).leases[0]!.delivery;
+    assert.equal((await api.get(`/v1/subscriptions/${a.id}/deliveries/${d.id}`)).status, 200);
+    assertError(await api.get(`/v1/subscriptions/${b.id}/deliveries/${d.id}`), 404, "NOT_FOUND");
+    assertError(await api.get(`/v1/subscriptions/${a.id}/deliveries/${ID}`), 404, "NOT_FOUND");
+    assertError(await api.get(`/v1/subscriptions/${a.id}/deliveries/${d.id.toUpperCase()}`), 404, "NOT_FOUND");
+    assertError(
+      await api.post(`/v1/subscriptions/${b.id}/deliveries/${d.id}:retry`, { expected_revision: d.revision, reason: "x", additional_attempts: 1 }),
+      404,
+      "NOT_FOUND",
+    );
+  });
+
+  it("retries only EXPIRED deliveries: PENDING again with more budget, nothing reset, audited, replay adds nothing", async () => {
+    const s = await subscription({ max_attempts: 1, max_pending: 1 });
+    const first = (await claim(pool, session(s.id, 1, 200))).leases[0]!;
+    const path = `/v1/subscriptions/${s.id}/deliveries/${first.delivery.id}:retry`;
+    assertError(await api.post(path, { expected_revision: first.delivery.revision, reason: "early", additional_attempts: 1 }), 409, "STATE_CONFLICT");
+    await sleep(300);
+    await claim(pool, session(s.id, 1)); // recovers: budget spent → EXPIRED
+    const expired = (await api.get(`/v1/subscriptions/${s.id}/deliveries/${first.delivery.id}`)).json.data.delivery;
+    assert.equal(expired.state, "EXPIRED");
+    const sub = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
+    assert.equal(sub.pending_count, 1, "EXPIRED still occupies the backlog");
+    for (const body of [
+      { expected_revision: expired.revision, reason: "x", additional_attempts: 0 },
+      { expected_revision: expired.revision, reason: "x", additional_attempts: 101 },
+      { expected_revision: expired.revision, reason: "", additional_attempts: 1 },
+      { expected_revision: expired.revision, additional_attempts: 1 },
+      { expected_revision: expired.revision, reason: "x", additional_attempts: 1, attempts: 0 },
+    ]) {
+      assertError(await api.post(path, body), 400, "INVALID_ARGUMENT");
+    }
+    assertError(await api.post(path, { expected_revision: "1", reason: "x", additional_attempts: 1 }), 409, "STATE_CONFLICT");
+    const body = { expected_revision: expired.revision, reason: "receiver persistence failure repaired", additional_attempts: 2 };
+    const res = await api.post(path, body, "retry-1");
+    assert.equal(res.status, 200, res.text);
+    assertContract("retryEventDelivery", res);
+    const d = res.json.data.delivery;
+    assert.equal(res.json.data.deduplicated, false);
+    assert.equal(d.state, "PENDING");
+    assert.equal(d.attempt_budget, 3);
+    assert.equal(d.attempts, expired.attempts, "attempts are not reset");
+    assert.equal(d.lease_epoch, expired.lease_epoch, "the epoch is not reset");
+    assert.equal(d.id, expired.id);
+    assert.equal(d.event_id, expired.event_id);
+    assert.equal(d.revision, (BigInt(expired.revision) + 1n).toString());
+    const replay = await api.post(path, body, "retry-1");
+    assert.equal(replay.status, 200);
+    assert.equal(replay.json.data.deduplicated, true);
+    assert.deepEqual(replay.json.data.delivery, d);
+    assert.equal((await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery.attempt_budget, 3, "the replay added nothing");
+    assertError(await api.post(path, { ...body, additional_attempts: 3 }, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");
+    // The retried delivery is claimed again with a new epoch.
+    const again = (await claim(pool, session(s.id, 1))).leases[0]!;
+    assert.equal(again.delivery.id, d.id);
+    assert.equal(again.delivery.lease_epoch, "2");
+    assert.equal(again.delivery.attempts, 2);
+    const c = await db.connect();
+    try {
+      const [rows] = await c.query<any[]>("SELECT action, reason, details, revision_before, revision_after FROM audit_records WHERE delivery_id = ? AND action = 'delivery.retry'", [d.id]);
+      assert.equal(rows.length, 1, "one audit record, not two");
+      assert.equal(rows[0].reason, "receiver persistence failure repaired");
+      assert.equal(JSON.parse(rows[0].details).additional_attempts, 2);
+      assert.deepEqual([String(rows[0].revision_before), String(rows[0].revision_after)], [expired.revision, d.revision]);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it("caps the cumulative attempt budget at 1000000", async () => {
+    const s = await subscription({ max_attempts: 1, max_pending: 1 });
+    const first = (await claim(pool, session(s.id, 1, 100))).leases[0]!;
+    await sleep(200);
+    await claim(pool, session(s.id, 1));
+    const c = await db.connect();
+    try {
+      await c.query("UPDATE deliveries SET attempt_budget = 999950 WHERE id = ?", [first.delivery.id]);
+    } finally {
+      await c.end();
+    }
+    const d = (await api.get(`/v1/subscriptions/${s.id}/deliveries/${first.delivery.id}`)).json.data.delivery;
+    const path = `/v1/subscriptions/${s.id}/deliveries/${d.id}:retry`;
+    assertError(await api.post(path, { expected_revision: d.revision, reason: "x", additional_attempts: 51 }), 409, "STATE_CONFLICT");
+    const ok = await api.post(path, { expected_revision: d.revision, reason: "x", additional_attempts: 50 });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.json.data.delivery.attempt_budget, 1000000);
+  });
+
+  it("keeps the usage fields as defined: cursor_sequence, pending_count, and a revision only configure moves", async () => {
+    const s = await subscription({ max_pending: 4 });
+    assert.equal(s.cursor_sequence, "0");
+    const leases = (await claim(pool, session(s.id, 2))).leases;
+    let now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
+    assert.equal(now.pending_count, 4, "materialised up to max_pending");
+    assert.equal(now.cursor_sequence, "4", "scanned up to the fourth result, where the backlog filled");
+    assert.equal(now.revision, "1", "materialisation does not move the revision");
+    await ack(pool, who(s.id), leases.map(proof));
+    now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
+    assert.equal(now.pending_count, 2, "ACKED leaves the backlog");
+    assert.equal(now.revision, "1", "nor does an ACK");
+    await claim(pool, session(s.id, 0));
+    now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
+    assert.equal(now.pending_count, 4);
+    assert.equal(now.cursor_sequence, "6", "the whole log is scanned once room allows");
+  });
+});
