@@ -8,6 +8,8 @@ export async function emitOpenapiTypes(openapi) {
     exactOptionalPropertyTypes: true,
     alphabetize: false,
     immutable: false,
+    // A field with a default is still optional on the wire.
+    defaultNonNullable: false,
   });
   return astToString(ast);
 }

@@ -641,7 +641,7 @@ export interface components {
              * @description How many worker attempts the task may use (default 5).
              * @default 5
              */
-            max_attempts: number;
+            max_attempts?: number;
         };
         /** @description Receipt of a task write. On a replay: the original task snapshot with deduplicated=true. */
         TaskResult: {
@@ -669,7 +669,7 @@ export interface components {
              * @description How long to wait for a QUEUED task before answering 204 (0: answer at once).
              * @default 0
              */
-            wait_ms: number;
+            wait_ms?: number;
         };
         /** @description A claimed task, already RUNNING under the new attempt. */
         ClaimResult: {

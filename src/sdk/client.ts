@@ -1,0 +1,167 @@
+// The management SDK (spec §8): one method per HTTP operation, typed from the contract.
+// Every write takes the caller's idempotency key; when the network fails (or the node
+// answers 503) the SAME request is sent again with the SAME key, so a write is never
+// doubled and a lost answer is recovered as the original receipt (deduplicated=true).
+// Persist the key before calling, and reuse it after a crash (spec §2).
+import { OrbitApiError, OrbitNetworkError } from "./errors.js";
+import { stringifyBody, type RawJson } from "./raw-json.js";
+import type * as T from "./types.js";
+
+export interface OrbitClientOptions {
+  /** e.g. "http://127.0.0.1:8080" (production: https). */
+  readonly baseUrl: string;
+  readonly token: string;
+  /** Extra attempts after a network failure or 503 (default 3). */
+  readonly retries?: number;
+  /** Per-attempt timeout in ms (default 15000; a claim adds its wait_ms). */
+  readonly timeoutMs?: number;
+  /** First back-off in ms, doubled each retry, with jitter (default 100). */
+  readonly backoffMs?: number;
+}
+
+interface Call {
+  readonly method: "GET" | "POST";
+  readonly path: string;
+  readonly query?: Record<string, string | number | undefined>;
+  readonly key?: string;
+  readonly body?: unknown;
+  readonly timeoutMs?: number;
+}
+
+/** A request whose JSON-valued field K may also be given as RawJson (exact text). */
+export type WithRaw<R, K extends keyof R> = Omit<R, K> & { [P in K]?: R[P] | RawJson };
+
+type Envelope<D> = { request_id: string; data: D } | { request_id: string; error: { code: T.ErrorCode; message: string } };
+
+const seg = (id: string) => encodeURIComponent(id);
+
+export class OrbitClient {
+  private readonly baseUrl: string;
+  private readonly retries: number;
+  private readonly timeoutMs: number;
+  private readonly backoffMs: number;
+
+  constructor(private readonly options: OrbitClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.retries = options.retries ?? 3;
+    this.timeoutMs = options.timeoutMs ?? 15000;
+    this.backoffMs = options.backoffMs ?? 100;
+  }
+
+  // ---- subscriptions (spec §2-4) ----
+
+  createSubscription(key: string, req: T.CreateSubscriptionRequest): Promise<T.SubscriptionResult> {
+    return this.call({ method: "POST", path: "/v1/subscriptions", key, body: req });
+  }
+
+  listSubscriptions(q: { queue_id: string; limit?: number; cursor?: string }): Promise<T.SubscriptionList> {
+    return this.call({ method: "GET", path: "/v1/subscriptions", query: q });
+  }
+
+  getSubscription(id: string): Promise<T.Subscription> {
+    return this.call({ method: "GET", path: `/v1/subscriptions/${seg(id)}` });
+  }
+
+  configureSubscription(id: string, key: string, req: T.ConfigureSubscriptionRequest): Promise<T.SubscriptionResult> {
+    return this.call({ method: "POST", path: `/v1/subscriptions/${seg(id)}:configure`, key, body: req });
+  }
+
+  listEventDeliveries(id: string, q: { state?: T.DeliveryState; limit?: number; cursor?: string } = {}): Promise<T.EventDeliveryList> {
+    return this.call({ method: "GET", path: `/v1/subscriptions/${seg(id)}/deliveries`, query: q });
+  }
+
+  getEventDelivery(id: string, deliveryId: string): Promise<T.EventDeliveryDetail> {
+    return this.call({ method: "GET", path: `/v1/subscriptions/${seg(id)}/deliveries/${seg(deliveryId)}` });
+  }
+
+  retryEventDelivery(id: string, deliveryId: string, key: string, req: T.RetryEventDeliveryRequest): Promise<T.DeliveryResult> {
+    return this.call({ method: "POST", path: `/v1/subscriptions/${seg(id)}/deliveries/${seg(deliveryId)}:retry`, key, body: req });
+  }
+
+  // ---- tasks and workers (platform.md) ----
+
+  submitTask(key: string, req: WithRaw<T.SubmitTaskRequest, "input"> & { input: unknown }): Promise<T.TaskResult> {
+    return this.call({ method: "POST", path: "/v1/tasks", key, body: req });
+  }
+
+  getTask(id: string): Promise<T.Task> {
+    return this.call({ method: "GET", path: `/v1/tasks/${seg(id)}` });
+  }
+
+  cancelTask(id: string, key: string, req: T.CancelTaskRequest): Promise<T.TaskResult> {
+    return this.call({ method: "POST", path: `/v1/tasks/${seg(id)}:cancel`, key, body: req });
+  }
+
+  resolveTask(id: string, key: string, req: WithRaw<T.ResolveTaskRequest, "result">): Promise<T.TaskResult> {
+    return this.call({ method: "POST", path: `/v1/tasks/${seg(id)}:resolve`, key, body: req });
+  }
+
+  /** Long-polls up to wait_ms; undefined when no task came (204). */
+  claimTask(req: T.ClaimTaskRequest): Promise<T.ClaimResult | undefined> {
+    return this.call({ method: "POST", path: "/v1/worker/claim", body: req, timeoutMs: this.timeoutMs + (req.wait_ms ?? 0) });
+  }
+
+  completeAttempt(attemptId: string, req: WithRaw<T.CompleteAttemptRequest, "result">): Promise<T.AttemptResult> {
+    return this.call({ method: "POST", path: `/v1/worker/attempts/${seg(attemptId)}:complete`, body: req });
+  }
+
+  requeueAttempt(attemptId: string, req: T.RequeueAttemptRequest): Promise<T.AttemptResult> {
+    return this.call({ method: "POST", path: `/v1/worker/attempts/${seg(attemptId)}:requeue`, body: req });
+  }
+
+  getCurrentCredential(): Promise<T.Credential> {
+    return this.call({ method: "GET", path: "/v1/credential" });
+  }
+
+  // ---- transport ----
+
+  private async call<D>(c: Call): Promise<D> {
+    const url = new URL(this.baseUrl + c.path);
+    for (const [k, v] of Object.entries(c.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = { Authorization: `Bearer ${this.options.token}` };
+    if (c.key !== undefined) headers["Idempotency-Key"] = c.key;
+    const body = c.body === undefined ? undefined : stringifyBody(c.body);
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let lastError: unknown;
+    for (let attempt = 0; attempt <= this.retries; attempt++) {
+      if (attempt > 0) await sleep(this.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random()));
+      let res: Response;
+      try {
+        res = await fetch(url, {
+          method: c.method,
+          headers,
+          ...(body !== undefined ? { body } : {}),
+          signal: AbortSignal.timeout(c.timeoutMs ?? this.timeoutMs),
+        });
+      } catch (e) {
+        lastError = e; // no answer: the same request, the same key, again
+        continue;
+      }
+      if (res.status === 204) return undefined as D;
+      const text = await res.text().catch((e: unknown) => {
+        lastError = e;
+        return undefined;
+      });
+      if (text === undefined) continue;
+      const env = parseEnvelope<D>(text);
+      if (!env) throw new OrbitApiError("INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.headers.get("x-request-id") ?? undefined);
+      if ("data" in env) return env.data;
+      const err = new OrbitApiError(env.error.code, env.error.message, res.status, env.request_id);
+      if (env.error.code !== "UNAVAILABLE") throw err;
+      lastError = err;
+    }
+    if (lastError instanceof OrbitApiError) throw lastError;
+    throw new OrbitNetworkError(`${c.method} ${c.path}: no answer after ${this.retries + 1} attempts`, lastError);
+  }
+}
+
+function parseEnvelope<D>(text: string): Envelope<D> | undefined {
+  try {
+    const v = JSON.parse(text) as Envelope<D>;
+    return v && typeof v === "object" && ("data" in v || "error" in v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,91 @@
+// The management SDK against a real node: typed calls, typed errors with the spec's
+// codes, and a write whose answer is lost on the network is sent again with the same
+// key and comes back as the original receipt — never a second subscription or task.
+import { strict as assert } from "node:assert";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { startProxy, type Proxy } from "../helpers/proxy.js";
+import { OrbitApiError, OrbitClient, OrbitNetworkError, RawJson } from "../../src/sdk/index.js";
+
+describe("management SDK", () => {
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let proxy: Proxy;
+  let cred: BootstrapOutput;
+  let orbit: OrbitClient;
+  let q: string;
+
+  before(async () => {
+    db = await freshDatabase("sdk");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+    node = await startNode(db.url);
+    proxy = await startProxy(node.port);
+    orbit = new OrbitClient({ baseUrl: proxy.url, token: cred.token, backoffMs: 20 });
+    q = cred.queues[0]!.id;
+  });
+  after(async () => {
+    await proxy?.close();
+    await node?.stop();
+    await db?.drop();
+  });
+
+  it("walks through create, get, list, pause and resume, as spec §8 does", async () => {
+    const created = await orbit.createSubscription("sdk-create-1", { name: "object-results", queue_id: q, max_pending: 100, max_attempts: 20 });
+    assert.equal(created.deduplicated, false);
+    const current = await orbit.getSubscription(created.subscription.id);
+    assert.deepEqual(current, created.subscription);
+    const paused = await orbit.configureSubscription(current.id, "sdk-pause-1", { expected_revision: current.revision, enabled: false, reason: "receiver maintenance" });
+    assert.equal(paused.subscription.enabled, false);
+    const resumed = await orbit.configureSubscription(current.id, "sdk-resume-1", { expected_revision: paused.subscription.revision, enabled: true, reason: "back" });
+    assert.equal(resumed.subscription.revision, "3");
+    const list = await orbit.listSubscriptions({ queue_id: q, limit: 10 });
+    assert.deepEqual(list.items.map((s) => s.id), [current.id]);
+    const deliveries = await orbit.listEventDeliveries(current.id, { state: "PENDING" });
+    assert.deepEqual(deliveries.items, []);
+  });
+
+  it("surfaces errors as OrbitApiError with the spec's code and status", async () => {
+    await assert.rejects(orbit.getSubscription("0123456789abcdef0123456789abcdef"), (e: unknown) => {
+      assert.ok(e instanceof OrbitApiError);
+      assert.equal(e.code, "NOT_FOUND");
+      assert.equal(e.status, 404);
+      assert.match(e.requestId ?? "", /^[0-9a-f]{32}$/);
+      return true;
+    });
+    await assert.rejects(orbit.createSubscription("sdk-bad", { name: "-bad", queue_id: q }), { code: "INVALID_ARGUMENT" });
+    const s = await orbit.createSubscription("sdk-create-2", { name: "second", queue_id: q });
+    await assert.rejects(
+      orbit.configureSubscription(s.subscription.id, "sdk-stale", { expected_revision: "9", enabled: false, reason: "r" }),
+      { code: "STATE_CONFLICT", status: 409 },
+    );
+    const stranger = new OrbitClient({ baseUrl: node.url, token: `orbit_${"0".repeat(32)}_${"A".repeat(43)}` });
+    await assert.rejects(stranger.getCurrentCredential(), { code: "UNAUTHENTICATED", status: 401 });
+  });
+
+  it("re-sends a write whose answer was lost with the same key: one subscription, the original receipt", async () => {
+    proxy.dropResponses(1);
+    const before = proxy.dropped;
+    const res = await orbit.createSubscription("sdk-lost-answer", { name: "lost-answer", queue_id: q });
+    assert.equal(proxy.dropped, before + 1, "the first answer was lost");
+    assert.equal(res.deduplicated, true, "the retry found the write already done");
+    const all = await orbit.listSubscriptions({ queue_id: q, limit: 100 });
+    assert.equal(all.items.filter((s) => s.name === "lost-answer").length, 1);
+  });
+
+  it("keeps task input and results exact with RawJson, also across a lost answer", async () => {
+    proxy.dropResponses(1);
+    const t = await orbit.submitTask("sdk-task-1", { queue_id: q, input: new RawJson('{"n":12345678901234567890}') });
+    assert.equal(t.deduplicated, true);
+    const claimed = await orbit.claimTask({ queue_id: q, wait_ms: 1000 });
+    assert.ok(claimed);
+    const done = await orbit.completeAttempt(claimed.attempt_id, { outcome: "succeeded", result: new RawJson("[1.10, 98765432109876543210]") });
+    assert.equal(done.task.result, "[1.10, 98765432109876543210]", "the raw text, exactly as written");
+    assert.equal(await orbit.claimTask({ queue_id: q }), undefined, "204 → undefined");
+    assert.throws(() => new RawJson("{not json"));
+  });
+
+  it("gives up with OrbitNetworkError when no answer ever comes", async () => {
+    const dead = new OrbitClient({ baseUrl: "http://127.0.0.1:1", token: cred.token, retries: 1, backoffMs: 1 });
+    await assert.rejects(dead.getSubscription("0123456789abcdef0123456789abcdef"), (e: unknown) => e instanceof OrbitNetworkError);
+  });
+});
