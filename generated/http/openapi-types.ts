@@ -90,7 +90,7 @@ export interface paths {
         };
         /**
          * Read a delivery and its event
-         * @description A delivery id is never resolved under another subscription (404).
+         * @description A delivery id is never resolved under another subscription (404). Orbit's choice: retention never deletes the event of a delivery that is not ACKED; the detail of an ACKED delivery whose event was purged answers 410 EVENT_HISTORY_EXPIRED.
          */
         get: operations["getEventDelivery"];
         put?: never;
@@ -1187,6 +1187,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            410: components["responses"]["Gone"];
             500: components["responses"]["Internal"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["Unavailable"];

@@ -5,7 +5,7 @@
 import { strict as assert } from "node:assert";
 import { randomBytes } from "node:crypto";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
-import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, waitSequenced, type Client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
@@ -244,5 +244,29 @@ describe("deliveries", function () {
     now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
     assert.equal(now.pending_count, 4);
     assert.equal(now.cursor_sequence, "6", "the whole log is scanned once room allows");
+  });
+
+  it("keeps under retention every event a delivery still owes; an ACKED one's purged event is 410", async () => {
+    // A namespace of its own: other subscriptions here still owe the older events.
+    const own = await bootstrap(db.url, { namespace: "retained", application: "app", queues: ["q"], eventAccess: true });
+    const api2 = client(node.url, own.token);
+    for (let i = 0; i < 3; i++) {
+      const t = (await api2.post("/v1/tasks", { queue_id: own.queues[0]!.id, input: i })).json.data.task;
+      await api2.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+    }
+    await waitSequenced(db, own.namespace_id);
+    const created = await api2.post("/v1/subscriptions", { name: "retained", queue_id: own.queues[0]!.id, from_sequence: "0", max_pending: 2 });
+    const sid = created.json.data.subscription.id as string;
+    const [first, second] = (await claim(pool, session(sid, 2))).leases;
+    await ack(pool, { subscriptionId: sid, namespaceId: own.namespace_id, credentialId: own.credential_id }, [proof(first!)]);
+    const res = await runCli(["purge", "--namespace", "retained", "--before", "4"], { ORBIT_DATABASE_URL: db.url });
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /purged 2 events/, "event 1 (ACKED) and event 3 (never materialised) go; event 2 stays");
+    const gone = await api2.get(`/v1/subscriptions/${sid}/deliveries/${first!.delivery.id}`);
+    assertError(gone, 410, "EVENT_HISTORY_EXPIRED");
+    assertContract("getEventDelivery", gone);
+    const kept = await api2.get(`/v1/subscriptions/${sid}/deliveries/${second!.delivery.id}`);
+    assert.equal(kept.status, 200, "a LEASED delivery keeps its event");
+    assert.equal(kept.json.data.event.id, second!.delivery.event_id);
   });
 });
