@@ -12,6 +12,9 @@ import { describeError, type Logger } from "./log/index.js";
 import type { Pool } from "./db/types.js";
 import { createServices } from "./domain/services.js";
 import { startBackground } from "./background.js";
+import { EventHub } from "./ws/hub.js";
+import { CLAIM_POOL_GLOBAL } from "./config/limits.js";
+import { newId } from "./domain/identity.js";
 
 export interface RunningServer {
   readonly url: string;
@@ -52,11 +55,21 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     log.log("warn", "client error", describeError(err));
     writeRawError(socket, "INVALID_ARGUMENT");
   });
-  // The event endpoint (spec §5–7) is served by the WebSocket layer: issue 5.
-  server.on("upgrade", (req, socket) => {
-    const path = (req.url ?? "").split("?")[0];
-    writeRawError(socket, path === "/v1/events/connect" ? "NOT_IMPLEMENTED" : "NOT_FOUND");
+  // Claims get a pool of their own, as large as the claim pool, so that slow claim SQL
+  // never holds up ACKs, pings and hellos (spec §5).
+  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL);
+  const hub = new EventHub({
+    pool,
+    claimPool,
+    sequencer: services.sequencer,
+    log,
+    nodeId: newId(),
+    maxConnections: config.maxConnections,
+    leaseDurationMs: config.leaseDurationMs,
+    helloTimeoutMs: config.helloTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs,
   });
+  server.on("upgrade", (req, socket, head) => void hub.handleUpgrade(req, socket, head));
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.port, config.host, () => resolve());
@@ -75,12 +88,15 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         closing = true;
         // Long-polling claims answer 204 now rather than hold the shutdown up.
         services.queueSignals.close();
+        // Event connections: claims and ACKs in flight finish, then 1001.
+        await hub.close();
         const done = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
         await done;
         clearTimeout(timer);
         await background.stop();
+        await claimPool.end();
         await pool.end();
         log.log("info", "stopped");
       })();

@@ -48,12 +48,16 @@ export interface ClaimRequest {
   readonly sessionId: string;
   readonly capacity: number;
   readonly leaseDurationMs: number;
+  /** At most this many new leases (the connection's free write slots); default capacity. */
+  readonly maxLeases?: number;
 }
 
 export interface ClaimOutcome {
   readonly leases: Lease[];
   /** The subscription is paused: nothing was materialised or leased. */
   readonly paused: boolean;
+  /** LEASED deliveries the session holds after this claim. */
+  readonly held: number;
 }
 
 /**
@@ -90,14 +94,15 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
     async (tx) => {
       const s = await selectSubscription(tx, r.subscriptionId, true);
       if (!s) throw new OrbitError("NOT_FOUND");
-      if (!s.enabled) return { leases: [], paused: true };
+      if (!s.enabled) return { leases: [], paused: true, held: await countHeld(tx, r.sessionId) };
       const now = nowMs();
       await recoverExpiredLeases(tx, s.id, now);
       await materialise(tx, s, now);
-      const free = r.capacity - (await countHeld(tx, r.sessionId));
-      if (free <= 0) return { leases: [], paused: false };
+      const held = await countHeld(tx, r.sessionId);
+      const free = Math.min(r.capacity - held, r.maxLeases ?? r.capacity);
+      if (free <= 0) return { leases: [], paused: false, held };
       const ids = await selectClaimable(tx, s.id, now, free);
-      if (ids.length === 0) return { leases: [], paused: false };
+      if (ids.length === 0) return { leases: [], paused: false, held };
       const secrets = ids.map((id) => ({ id, secret: randomBytes(LEASE_SECRET_BYTES) }));
       const leaseUntil = new Date(now.getTime() + r.leaseDurationMs);
       const leased = await leaseDeliveries(tx, secrets.map((x) => ({ id: x.id, digest: secretDigest(x.secret) })), r.sessionId, leaseUntil);
@@ -107,6 +112,7 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
       const rows = await selectWithEvents(tx, ids);
       return {
         paused: false,
+        held: held + ids.length,
         leases: rows.map((row) => ({ delivery: toWireDelivery(row), event: toWireEvent(row.ev), leaseSecret: bySecret.get(row.id)! })),
       };
     },

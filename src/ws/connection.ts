@@ -1,0 +1,313 @@
+// One event connection (spec §5-7): hello → welcome binds it to a subscription with a
+// server-generated session_id; then deliveries flow out (each lease durable before its
+// frame), and pings and ACKs flow in. Per connection: at most READ_QUEUE client frames
+// in processing (reading pauses beyond), at most WRITE_QUEUE frames written but not
+// flushed, and a write that takes longer than WRITE_TIMEOUT_MS closes the connection.
+import type WebSocket from "ws";
+import { HEARTBEAT_INTERVAL_MS, READ_QUEUE_PER_CONNECTION, WRITE_QUEUE_PER_CONNECTION, WRITE_TIMEOUT_MS } from "../config/limits.js";
+import type { Pool } from "../db/types.js";
+import { isConnectionError } from "../db/tx.js";
+import { closeSession, insertSession } from "../db/queries/sessions.js";
+import { selectSubscription } from "../db/queries/subscriptions.js";
+import { claim } from "../domain/delivery-engine.js";
+import { authenticate, newId, requireAction, type Caller } from "../domain/identity.js";
+import { owned } from "../domain/subscriptions.js";
+import { nowMs } from "../domain/task-state.js";
+import { describeError, type Logger } from "../log/index.js";
+import { decodeBase64urlCanonical } from "../wire/base64url.js";
+import { OrbitError, type ErrorCode } from "../wire/errors.js";
+import { formatTimestamp } from "../wire/time.js";
+import type { AckBatcher } from "./ack-batcher.js";
+import type { Claimant, ClaimScheduler } from "./claim-scheduler.js";
+import { ackFrame, deliverFrame, errorFrame, isAck, isHello, isPing, parseClientFrame, welcomeFrame } from "./frames.js";
+import type { EventAck, EventsHello, EventsPing } from "../../generated/ws/frames.js";
+
+export interface ConnectionDeps {
+  readonly pool: Pool;
+  readonly claimPool: Pool;
+  readonly scheduler: ClaimScheduler;
+  readonly acks: AckBatcher;
+  readonly log: Logger;
+  readonly nodeId: string;
+  readonly leaseDurationMs: number;
+  readonly helloTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  /** How often a bound connection claims even without a trigger (recovers expired leases). */
+  readonly recheckMs: number;
+  onBound(c: EventConnection): void;
+  onClosed(c: EventConnection): void;
+}
+
+/** WebSocket close codes (README "Closing"). */
+export const CLOSE = { normal: 1000, goingAway: 1001, policy: 1008, tooBig: 1009, internal: 1011, tryAgain: 1013 } as const;
+
+function closeCodeFor(code: ErrorCode): number {
+  if (code === "UNAVAILABLE") return CLOSE.tryAgain;
+  if (code === "INTERNAL") return CLOSE.internal;
+  return CLOSE.policy;
+}
+
+type State = "awaiting-hello" | "binding" | "bound" | "closed";
+
+export class EventConnection implements Claimant {
+  private state: State = "awaiting-hello";
+  sessionId = "";
+  subscriptionId = "";
+  namespaceId: string;
+  readonly applicationId: string;
+  private capacity = 0;
+  private held = 0;
+  private paused = false;
+  private pendingWrites = 0;
+  private processing = 0;
+  private helloTimer: NodeJS.Timeout | undefined;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private recheckTimer: NodeJS.Timeout | undefined;
+  /** Settles when the session's close is recorded (shutdown waits for it). */
+  sessionClosed: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly caller: Caller,
+    private readonly authorization: string,
+    private readonly deps: ConnectionDeps,
+  ) {
+    this.namespaceId = caller.namespaceId;
+    this.applicationId = caller.applicationId;
+    this.helloTimer = setTimeout(() => this.close(CLOSE.policy, "no hello in time"), deps.helloTimeoutMs);
+    ws.on("message", (data, isBinary) => this.onMessage(data as Buffer, isBinary));
+    ws.on("close", () => this.cleanup());
+    ws.on("error", (e) => deps.log.log("warn", "websocket error", describeError(e)));
+  }
+
+  get isBound(): boolean {
+    return this.state === "bound";
+  }
+
+  private onMessage(data: Buffer, isBinary: boolean): void {
+    if (this.state === "closed") return;
+    if (isBinary) return this.close(CLOSE.policy, "binary frames are not accepted");
+    this.processing++;
+    if (this.processing >= READ_QUEUE_PER_CONNECTION) this.ws.pause();
+    this.handle(data.toString("utf8"))
+      .catch((e: unknown) => this.fail(e))
+      .finally(() => {
+        this.processing--;
+        if (this.ws.isPaused && this.processing < READ_QUEUE_PER_CONNECTION && this.state !== "closed") this.ws.resume();
+      });
+  }
+
+  private async handle(text: string): Promise<void> {
+    const parsed = parseClientFrame(text);
+    if (parsed.kind === "envelope-error") return this.close(CLOSE.policy, `invalid envelope: ${parsed.reason}`);
+    if (parsed.kind === "body-error") {
+      if (parsed.type === "events.hello" && this.state === "awaiting-hello") {
+        // Decision 3: an invalid hello body gets an error frame, then 1008.
+        return this.closeWithError("INVALID_ARGUMENT", parsed.reason, parsed.messageId);
+      }
+      if (parsed.type === "events.hello" || !this.isBound || parsed.sessionId !== this.sessionId) {
+        return this.close(CLOSE.policy, "invalid envelope");
+      }
+      this.send(errorFrame("INVALID_ARGUMENT", parsed.reason, parsed.messageId, this.sessionId));
+      return;
+    }
+    const f = parsed.frame;
+    if (isHello(f)) {
+      // A second hello on a bound connection is an invalid envelope (decision 3).
+      if (this.state !== "awaiting-hello") return this.close(CLOSE.policy, "hello was already sent");
+      return this.hello(f);
+    }
+    if (!this.isBound || f.session_id !== this.sessionId) return this.close(CLOSE.policy, "wrong session");
+    this.touch();
+    if (isPing(f)) return this.ping(f);
+    if (isAck(f)) return this.ack(f);
+  }
+
+  private async hello(f: EventsHello): Promise<void> {
+    this.state = "binding";
+    const sub = await selectSubscription(this.deps.pool, f.body.subscription_id).catch((e: unknown) => this.dbFailure(e, f.message_id));
+    if (this.state !== "binding") return;
+    let s;
+    try {
+      s = owned(this.caller, sub);
+    } catch {
+      return this.closeWithError("NOT_FOUND", "no such subscription", f.message_id);
+    }
+    const sessionId = newId();
+    try {
+      await insertSession(this.deps.pool, {
+        id: sessionId, subscriptionId: s.id, credentialId: this.caller.credentialId, capacity: f.body.capacity, nodeId: this.deps.nodeId, now: nowMs(),
+      });
+    } catch (e) {
+      return this.dbFailure(e, f.message_id);
+    }
+    if (this.state !== "binding") return;
+    clearTimeout(this.helloTimer);
+    this.sessionId = sessionId;
+    this.subscriptionId = s.id;
+    this.capacity = f.body.capacity;
+    this.paused = !s.enabled;
+    this.state = "bound";
+    this.send(
+      welcomeFrame(f.message_id, {
+        session_id: sessionId,
+        subscription_id: s.id,
+        capacity: f.body.capacity,
+        lease_duration_ms: this.deps.leaseDurationMs,
+        heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS,
+        server_time: formatTimestamp(new Date()),
+        enabled: Boolean(s.enabled),
+      }),
+    );
+    this.touch();
+    this.recheckTimer = setInterval(() => this.deps.scheduler.request(this), this.deps.recheckMs);
+    this.deps.onBound(this);
+    this.deps.scheduler.request(this);
+  }
+
+  /** spec §7: the reply re-checks the credential and the subscription's scope. */
+  private async ping(f: EventsPing): Promise<void> {
+    let enabled: boolean;
+    try {
+      const caller = await authenticate(this.deps.pool, this.authorization);
+      requireAction(caller, "events:consume");
+      enabled = Boolean(owned(caller, await selectSubscription(this.deps.pool, this.subscriptionId)).enabled);
+    } catch (e) {
+      if (e instanceof OrbitError) return this.closeWithError(e.code, e.message, f.message_id);
+      return this.dbFailure(e, f.message_id);
+    }
+    this.send(ackFrame(f.message_id, this.sessionId, { server_time: formatTimestamp(new Date()), enabled }));
+    if (enabled && this.paused) {
+      this.paused = false;
+      this.requestClaim();
+    }
+  }
+
+  private async ack(f: EventAck): Promise<void> {
+    let secret: Buffer;
+    try {
+      secret = decodeBase64urlCanonical(f.body.lease_secret, 32);
+    } catch {
+      this.send(errorFrame("INVALID_ARGUMENT", "lease_secret is not canonical base64url of 32 bytes", f.message_id, this.sessionId));
+      return;
+    }
+    const who = { subscriptionId: this.subscriptionId, namespaceId: this.namespaceId, credentialId: this.caller.credentialId };
+    let outcome;
+    try {
+      outcome = await this.deps.acks.submit(who, { deliveryId: f.body.delivery_id, epoch: f.body.epoch, secret });
+    } catch (e) {
+      return this.dbFailure(e, f.message_id);
+    }
+    if (!outcome.ok) {
+      this.send(errorFrame("DELIVERY_LEASE_LOST", "the proof was replaced by a newer lease or is not valid", f.message_id, this.sessionId));
+      return;
+    }
+    this.send(
+      ackFrame(f.message_id, this.sessionId, {
+        delivery_id: outcome.deliveryId,
+        event_id: outcome.eventId,
+        epoch: outcome.epoch,
+        acknowledged_at: outcome.acknowledgedAt,
+        deduplicated: outcome.deduplicated,
+      }),
+    );
+    if (!outcome.deduplicated) {
+      this.held = Math.max(0, this.held - 1);
+      this.requestClaim();
+    }
+  }
+
+  /** Asks the scheduler for a claim if this connection could take a delivery now. */
+  requestClaim(): void {
+    if (this.isBound && !this.paused && this.held < this.capacity) this.deps.scheduler.request(this);
+  }
+
+  /** Called by the scheduler: one claim, then the frames, after the lease is committed. */
+  async runClaim(): Promise<void> {
+    const slots = WRITE_QUEUE_PER_CONNECTION - this.pendingWrites;
+    if (!this.isBound || slots <= 0) return;
+    try {
+      const out = await claim(this.deps.claimPool, {
+        subscriptionId: this.subscriptionId,
+        sessionId: this.sessionId,
+        capacity: this.capacity,
+        leaseDurationMs: this.deps.leaseDurationMs,
+        maxLeases: slots,
+      });
+      this.held = out.held;
+      this.paused = out.paused;
+      for (const l of out.leases) {
+        this.send(deliverFrame(this.sessionId, { delivery: l.delivery, event: l.event, lease_secret: l.leaseSecret }));
+      }
+      // A full batch may leave more to take: ask again.
+      if (out.leases.length === slots && out.held < this.capacity) this.deps.scheduler.request(this);
+    } catch (e) {
+      if (e instanceof OrbitError) return this.closeWithError(e.code, e.message);
+      this.dbFailure(e);
+    }
+  }
+
+  private send(frame: object): void {
+    if (this.state === "closed" || this.ws.readyState !== this.ws.OPEN) return;
+    if (this.pendingWrites >= WRITE_QUEUE_PER_CONNECTION) return this.close(CLOSE.policy, "write queue full: the client does not read");
+    this.pendingWrites++;
+    const timer = setTimeout(() => this.terminate("write timeout"), WRITE_TIMEOUT_MS);
+    this.ws.send(JSON.stringify(frame), () => {
+      clearTimeout(timer);
+      this.pendingWrites--;
+    });
+  }
+
+  private touch(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => this.close(CLOSE.policy, "no valid frame in time"), this.deps.idleTimeoutMs);
+  }
+
+  private closeWithError(code: ErrorCode, message: string, replyTo?: string): void {
+    this.send(errorFrame(code, message, replyTo, this.isBound ? this.sessionId : undefined));
+    this.close(closeCodeFor(code), code);
+  }
+
+  private dbFailure(e: unknown, replyTo?: string): never | undefined {
+    if (isConnectionError(e) || (e instanceof OrbitError && e.code === "UNAVAILABLE")) {
+      this.closeWithError("UNAVAILABLE", "the database is not available; reconnect", replyTo);
+    } else {
+      this.deps.log.log("error", "event connection failure", describeError(e));
+      this.closeWithError("INTERNAL", "internal error", replyTo);
+    }
+    return undefined;
+  }
+
+  private fail(e: unknown): void {
+    this.dbFailure(e);
+  }
+
+  close(code: number, reason: string): void {
+    if (this.state === "closed") return;
+    this.cleanup();
+    this.ws.close(code, reason.slice(0, 120));
+  }
+
+  private terminate(reason: string): void {
+    this.deps.log.log("warn", "event connection terminated", { reason, session_id: this.sessionId || undefined });
+    this.cleanup();
+    this.ws.terminate();
+  }
+
+  /** Idempotent: timers off, out of the scheduler; leases stay in the database. */
+  private cleanup(): void {
+    if (this.state === "closed") return;
+    const wasBound = this.isBound;
+    this.state = "closed";
+    clearTimeout(this.helloTimer);
+    clearTimeout(this.idleTimer);
+    clearInterval(this.recheckTimer);
+    this.deps.scheduler.remove(this);
+    if (wasBound) {
+      this.sessionClosed = closeSession(this.deps.pool, this.sessionId, nowMs()).catch((e: unknown) =>
+        this.deps.log.log("warn", "session close not recorded", describeError(e)),
+      );
+    }
+    this.deps.onClosed(this);
+  }
+}

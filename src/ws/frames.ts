@@ -1,0 +1,93 @@
+// Client frames in, server frames out (spec §5-7, events.schema.json). Reading is three
+// steps: strict JSON (duplicate keys, bad numbers), the envelope (protocol_version, type,
+// message_id, the keys each type may carry), then the generated clientFrame validator.
+// An envelope failure closes the connection with 1008; a body failure gets an
+// INVALID_ARGUMENT error frame (spec §7 table).
+import { randomBytes } from "node:crypto";
+import * as frameValidators from "../../generated/ws/validators.js";
+import type { ClientFrame, EventAck, EventsHello, EventsPing } from "../../generated/ws/frames.js";
+import { MAX_JSON_DEPTH } from "../config/limits.js";
+import type { ErrorCode } from "../wire/errors.js";
+import { parseStrictJson } from "../wire/json.js";
+
+type Validate = ((d: unknown) => boolean) & { errors?: { instancePath: string; message?: string }[] | null };
+const validateClientFrame = (frameValidators as unknown as Record<string, Validate>).clientFrame!;
+
+const ID_RE = /^[0-9a-f]{32}$/;
+const TYPES = new Set(["events.hello", "events.ping", "event.ack"]);
+/** Keys each client frame may carry; a hello never has session_id, reply_to or error. */
+const ALLOWED_KEYS: Readonly<Record<string, readonly string[]>> = {
+  "events.hello": ["protocol_version", "type", "message_id", "body"],
+  "events.ping": ["protocol_version", "type", "message_id", "session_id", "body"],
+  "event.ack": ["protocol_version", "type", "message_id", "session_id", "body"],
+};
+
+export type ParsedFrame =
+  | { readonly kind: "envelope-error"; readonly reason: string }
+  | { readonly kind: "body-error"; readonly type: string; readonly messageId: string; readonly sessionId?: string; readonly reason: string }
+  | { readonly kind: "frame"; readonly frame: ClientFrame };
+
+export function parseClientFrame(text: string): ParsedFrame {
+  let value: unknown;
+  try {
+    value = parseStrictJson(text, { maxDepth: MAX_JSON_DEPTH }).value;
+  } catch {
+    return { kind: "envelope-error", reason: "not strict JSON" };
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return { kind: "envelope-error", reason: "not an object" };
+  const o = value as Record<string, unknown>;
+  if (o.protocol_version !== "1") return { kind: "envelope-error", reason: "protocol_version" };
+  if (typeof o.type !== "string" || !TYPES.has(o.type)) return { kind: "envelope-error", reason: "type" };
+  if (typeof o.message_id !== "string" || !ID_RE.test(o.message_id)) return { kind: "envelope-error", reason: "message_id" };
+  const allowed = ALLOWED_KEYS[o.type]!;
+  if (Object.keys(o).some((k) => !allowed.includes(k))) return { kind: "envelope-error", reason: "a key this frame may not carry" };
+  if (o.type !== "events.hello" && (typeof o.session_id !== "string" || !ID_RE.test(o.session_id))) {
+    return { kind: "envelope-error", reason: "session_id" };
+  }
+  if (o.body === null || typeof o.body !== "object" || Array.isArray(o.body)) return { kind: "envelope-error", reason: "body" };
+  if (!validateClientFrame(o)) {
+    const e = validateClientFrame.errors?.[0];
+    const at = e?.instancePath ? e.instancePath.replace(/^\/body\/?/, "").replace(/\//g, ".") : "body";
+    return {
+      kind: "body-error",
+      type: o.type,
+      messageId: o.message_id,
+      ...(typeof o.session_id === "string" ? { sessionId: o.session_id } : {}),
+      reason: `${at || "body"}: ${e?.message ?? "invalid"}`.slice(0, 200),
+    };
+  }
+  return { kind: "frame", frame: o as unknown as ClientFrame };
+}
+
+export const isHello = (f: ClientFrame): f is EventsHello => f.type === "events.hello";
+export const isPing = (f: ClientFrame): f is EventsPing => f.type === "events.ping";
+export const isAck = (f: ClientFrame): f is EventAck => f.type === "event.ack";
+
+const messageId = (): string => randomBytes(16).toString("hex");
+
+const base = (type: string) => ({ protocol_version: "1" as const, type, message_id: messageId() });
+
+export function welcomeFrame(replyTo: string, body: {
+  session_id: string; subscription_id: string; capacity: number; lease_duration_ms: number;
+  heartbeat_interval_ms: number; server_time: string; enabled: boolean;
+}) {
+  return { ...base("events.welcome"), reply_to: replyTo, session_id: body.session_id, body };
+}
+
+export function deliverFrame(sessionId: string, body: { delivery: unknown; event: unknown; lease_secret: string }) {
+  return { ...base("event.deliver"), session_id: sessionId, body };
+}
+
+export function ackFrame(replyTo: string, sessionId: string, body: Record<string, unknown>) {
+  return { ...base("ack"), reply_to: replyTo, session_id: sessionId, body };
+}
+
+/** An error frame: `error` and never `body`; reply_to for request errors; session_id once bound. */
+export function errorFrame(code: ErrorCode, message: string, replyTo?: string, sessionId?: string) {
+  return {
+    ...base("error"),
+    ...(replyTo ? { reply_to: replyTo } : {}),
+    ...(sessionId ? { session_id: sessionId } : {}),
+    error: { code, message },
+  };
+}

@@ -1,0 +1,141 @@
+// The event endpoint of a node: the upgrade guard, the live connections, the claim pool,
+// ACK batching, and the wake-ups that make a committed result reach a waiting consumer:
+// at once when this node's sequencer numbered it, within HEAD_POLL_MS when another node
+// did (one query for all namespaces with connections on this node).
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import { WebSocketServer } from "ws";
+import { MAX_FRAME_BYTES } from "../config/limits.js";
+import type { Pool } from "../db/types.js";
+import { selectHeads } from "../db/queries/sessions.js";
+import { authenticate, requireAction } from "../domain/identity.js";
+import type { Sequencer } from "../domain/sequencer.js";
+import { describeError, type Logger } from "../log/index.js";
+import { OrbitError } from "../wire/errors.js";
+import { writeRawError } from "../http/raw.js";
+import { AckBatcher } from "./ack-batcher.js";
+import { ClaimScheduler } from "./claim-scheduler.js";
+import { CLOSE, EventConnection } from "./connection.js";
+import { checkOrigin, checkHandshake, SUBPROTOCOL } from "./guard.js";
+import { randomBytes } from "node:crypto";
+
+/** How often a node looks for results committed by other nodes. */
+export const HEAD_POLL_MS = 500;
+
+export interface HubDeps {
+  readonly pool: Pool;
+  readonly claimPool: Pool;
+  readonly sequencer: Sequencer;
+  readonly log: Logger;
+  readonly nodeId: string;
+  readonly maxConnections: number;
+  readonly leaseDurationMs: number;
+  readonly helloTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+}
+
+export class EventHub {
+  private readonly wss = new WebSocketServer({
+    noServer: true,
+    perMessageDeflate: false,
+    maxPayload: MAX_FRAME_BYTES,
+    clientTracking: false,
+    handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
+  });
+  private readonly connections = new Set<EventConnection>();
+  private readonly scheduler = new ClaimScheduler();
+  private readonly acks: AckBatcher;
+  private readonly heads = new Map<string, string>();
+  private readonly poll: NodeJS.Timeout;
+  private readonly unsubscribe: () => void;
+  private upgrading = 0;
+  private closing = false;
+
+  constructor(private readonly deps: HubDeps) {
+    this.acks = new AckBatcher(deps.pool);
+    this.wss.on("headers", (headers, req) => {
+      headers.push(`X-Request-ID: ${(req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId ?? ""}`, "Cache-Control: no-store");
+    });
+    this.poll = setInterval(() => void this.pollHeads(), HEAD_POLL_MS);
+    this.unsubscribe = deps.sequencer.onAdvance((ns) => this.wake(ns));
+  }
+
+  get size(): number {
+    return this.connections.size;
+  }
+
+  /** The guard of spec §5, in the order openapi.yaml gives, then the 101. */
+  async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on("error", () => socket.destroy());
+    const [path] = (req.url ?? "").split("?");
+    if (path !== "/v1/events/connect") return writeRawError(socket, "NOT_FOUND");
+    if (this.closing) return writeRawError(socket, "UNAVAILABLE", { "Retry-After": "1" });
+    this.upgrading++;
+    try {
+      const authorization = req.headersDistinct["authorization"];
+      const caller = await authenticate(this.deps.pool, authorization?.length === 1 ? authorization[0] : undefined);
+      checkOrigin(req);
+      requireAction(caller, "events:consume");
+      checkHandshake(req);
+      if (this.connections.size + this.upgrading > this.deps.maxConnections) {
+        return writeRawError(socket, "CAPACITY_EXCEEDED", { "Retry-After": "1" });
+      }
+      if (this.closing) return writeRawError(socket, "UNAVAILABLE", { "Retry-After": "1" });
+      (req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId = randomBytes(16).toString("hex");
+      this.wss.handleUpgrade(req, socket, head, (ws) => {
+        const conn = new EventConnection(ws, caller, authorization![0]!, {
+          ...this.deps,
+          scheduler: this.scheduler,
+          acks: this.acks,
+          recheckMs: Math.min(10_000, Math.max(100, Math.floor(this.deps.leaseDurationMs / 3))),
+          onBound: () => undefined,
+          onClosed: (c) => this.connections.delete(c),
+        });
+        this.connections.add(conn);
+      });
+    } catch (e) {
+      if (e instanceof OrbitError) return writeRawError(socket, e.code, e.headers as Record<string, string>);
+      this.deps.log.log("warn", "upgrade failed", describeError(e));
+      writeRawError(socket, "UNAVAILABLE", { "Retry-After": "1" });
+    } finally {
+      this.upgrading--;
+    }
+  }
+
+  /** Results were numbered in this namespace: connections with room claim again. */
+  private wake(namespaceId: string): void {
+    for (const c of this.connections) if (c.namespaceId === namespaceId) c.requestClaim();
+  }
+
+  private async pollHeads(): Promise<void> {
+    const namespaces = [...new Set([...this.connections].filter((c) => c.isBound).map((c) => c.namespaceId))];
+    if (namespaces.length === 0) return;
+    try {
+      for (const [ns, head] of await selectHeads(this.deps.pool, namespaces)) {
+        if (this.heads.get(ns) !== head) {
+          this.heads.set(ns, head);
+          this.wake(ns);
+        }
+      }
+    } catch (e) {
+      this.deps.log.log("warn", "head poll failed", describeError(e));
+    }
+  }
+
+  /**
+   * Shutdown (platform.md): no new connections; claims in flight finish and send their
+   * frames, ACKs in flight commit and answer; then every connection closes with 1001.
+   * Durable state is untouched: leases stay and are recovered by later claims.
+   */
+  async close(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.poll);
+    this.unsubscribe();
+    await this.scheduler.stop();
+    await this.acks.drain();
+    const all = [...this.connections];
+    for (const c of all) c.close(CLOSE.goingAway, "server shutting down");
+    await Promise.all(all.map((c) => c.sessionClosed));
+    this.wss.close();
+  }
+}

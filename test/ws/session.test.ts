@@ -1,0 +1,259 @@
+// The event endpoint's upgrade guard and session rules (spec §5, §7) over real WebSocket
+// connections to a real node, with short hello and idle timeouts.
+import { strict as assert } from "node:assert";
+import net from "node:net";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, makeCredential } from "../helpers/api.js";
+import { connect, mid, refusal, type TestSocket } from "../helpers/ws.js";
+
+const ID = "0123456789abcdef0123456789abcdef";
+
+describe("event connections: guard and session", function () {
+  this.timeout(30000);
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let cred: BootstrapOutput;
+  let sub: string;
+  const open: TestSocket[] = [];
+  const conn = async (o: Parameters<typeof connect>[1] = {}) => {
+    const s = await connect(node.url, { token: cred.token, ...o });
+    open.push(s);
+    return s;
+  };
+
+  before(async () => {
+    db = await freshDatabase("ws_session");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+    node = await startNode(db.url, { ORBIT_HELLO_TIMEOUT_MS: "400", ORBIT_IDLE_TIMEOUT_MS: "1500", ORBIT_MAX_CONNECTIONS: "6" });
+    const res = await client(node.url, cred.token).post("/v1/subscriptions", { name: "s", queue_id: cred.queues[0]!.id });
+    sub = res.json.data.subscription.id;
+  });
+  afterEach(async () => {
+    const all = open.splice(0);
+    for (const s of all) s.ws.terminate();
+    await Promise.all(all.map((s) => s.closed));
+    await new Promise((r) => setTimeout(r, 150)); // the node sees the FINs
+  });
+  after(async () => {
+    await node?.stop();
+    await db?.drop();
+  });
+
+  describe("upgrade guard", () => {
+    const expectRefusal = async (o: Parameters<typeof connect>[1], status: number, code: string) => {
+      const r = await refusal(connect(node.url, o));
+      assert.equal(r.status, status, JSON.stringify(r.body));
+      assert.equal(r.body.error.code, code);
+      assert.match(String(r.headers["x-request-id"]), /^[0-9a-f]{32}$/);
+      assert.equal(r.headers["cache-control"], "no-store");
+      return r;
+    };
+
+    it("refuses before the 101: 401, 403 (action, origin), 400 (query), 426 (subprotocol)", async () => {
+      await expectRefusal({}, 401, "UNAUTHENTICATED");
+      await expectRefusal({ token: `orbit_${ID}_${"A".repeat(43)}` }, 401, "UNAUTHENTICATED");
+      const readOnly = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["events:read", "events:manage"], queueIds: [cred.queues[0]!.id] });
+      await expectRefusal({ token: readOnly.token }, 403, "PERMISSION_DENIED");
+      await expectRefusal({ token: cred.token, headers: { Origin: "https://evil.example" } }, 403, "PERMISSION_DENIED");
+      await expectRefusal({ token: cred.token, headers: { Origin: "null" } }, 403, "PERMISSION_DENIED");
+      await expectRefusal({ token: cred.token, path: `/v1/events/connect?token=${cred.token}` }, 400, "INVALID_ARGUMENT");
+      await expectRefusal({ token: cred.token, protocol: null }, 426, "PROTOCOL_REQUIRED");
+      await expectRefusal({ token: cred.token, protocol: "orbit.events.v2" }, 426, "PROTOCOL_REQUIRED");
+      await expectRefusal({ token: cred.token, path: "/v1/events/other" }, 404, "NOT_FOUND");
+    });
+
+    it("accepts a same-origin Origin, ignores cookies, and answers 101 with the headers and no compression", async () => {
+      const s = await conn({ headers: { Origin: node.url, Cookie: `token=${cred.token}` }, perMessageDeflate: true });
+      assert.equal(s.ws.protocol, "orbit.events.v1");
+      assert.equal(s.ws.extensions, "", "permessage-deflate is declined");
+      const viaCookieOnly = await refusal(connect(node.url, { headers: { Cookie: `Authorization=Bearer ${cred.token}` } }));
+      assert.equal(viaCookieOnly.status, 401);
+    });
+
+    it("answers the 101 with X-Request-ID and Cache-Control", async () => {
+      const raw = await new Promise<string>((resolve, reject) => {
+        const sock = net.connect(node.port, "127.0.0.1", () => {
+          sock.write(
+            "GET /v1/events/connect HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+              `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: orbit.events.v1\r\nAuthorization: Bearer ${cred.token}\r\n\r\n`,
+          );
+        });
+        let out = "";
+        sock.on("data", (d) => {
+          out += d;
+          if (out.includes("\r\n\r\n")) {
+            sock.destroy();
+            resolve(out);
+          }
+        });
+        sock.on("error", reject);
+      });
+      assert.match(raw, /^HTTP\/1\.1 101 /);
+      assert.match(raw, /X-Request-ID: [0-9a-f]{32}/);
+      assert.match(raw, /Cache-Control: no-store/);
+      assert.match(raw, /Sec-WebSocket-Protocol: orbit\.events\.v1/);
+    });
+
+    it("refuses connections beyond the node's maximum with 429 and Retry-After: 1", async () => {
+      const many = await Promise.all(Array.from({ length: 6 }, () => conn()));
+      const r = await expectRefusal({ token: cred.token }, 429, "CAPACITY_EXCEEDED");
+      assert.equal(r.headers["retry-after"], "1");
+      many[0]!.ws.terminate();
+      await many[0]!.closed;
+      await new Promise((res) => setTimeout(res, 100));
+      assert.ok(await conn(), "a freed slot is usable again");
+    });
+  });
+
+  describe("hello and welcome", () => {
+    it("welcomes a valid hello: new message_id, reply_to, a server session_id, the figures, enabled", async () => {
+      const s = await conn();
+      const helloId = mid();
+      s.send({ protocol_version: "1", type: "events.hello", message_id: helloId, body: { subscription_id: sub, capacity: 3 } });
+      const w = await s.nextOfType("events.welcome");
+      assert.equal(w.reply_to, helloId);
+      assert.notEqual(w.message_id, helloId);
+      assert.match(w.session_id!, /^[0-9a-f]{32}$/);
+      assert.deepEqual(Object.keys(w.body).sort(), ["capacity", "enabled", "heartbeat_interval_ms", "lease_duration_ms", "server_time", "session_id", "subscription_id"]);
+      assert.equal(w.body.session_id, w.session_id);
+      assert.equal(w.body.subscription_id, sub);
+      assert.equal(w.body.capacity, 3);
+      assert.equal(w.body.lease_duration_ms, 30000);
+      assert.equal(w.body.heartbeat_interval_ms, 15000);
+      assert.equal(w.body.enabled, true);
+      const c = await db.connect();
+      try {
+        const [rows] = await c.query<any[]>("SELECT subscription_id, credential_id, capacity FROM event_sessions WHERE id = ?", [w.session_id]);
+        assert.deepEqual(rows.map((r) => [r.subscription_id, r.credential_id, r.capacity]), [[sub, cred.credential_id, 3]], "capacity recorded in the database");
+      } finally {
+        await c.end();
+      }
+      const other = await conn();
+      const w2 = await other.hello(sub, 1);
+      assert.notEqual(w2.session_id, w.session_id, "every connection gets its own session");
+    });
+
+    it("answers an invalid hello body with INVALID_ARGUMENT (reply_to, no session_id), then 1008", async () => {
+      for (const body of [{ subscription_id: sub, capacity: 0 }, { subscription_id: sub, capacity: 33 }, { subscription_id: "nope", capacity: 1 }, { subscription_id: sub }]) {
+        const s = await conn();
+        const id = mid();
+        s.send({ protocol_version: "1", type: "events.hello", message_id: id, body });
+        const e = await s.nextOfType("error");
+        assert.equal(e.error!.code, "INVALID_ARGUMENT");
+        assert.equal(e.reply_to, id);
+        assert.equal(e.session_id, undefined);
+        assert.equal(e.body, undefined);
+        assert.equal((await s.closed).code, 1008);
+      }
+    });
+
+    it("answers a hello for a subscription outside the caller's scope with NOT_FOUND, then closes", async () => {
+      const peer = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+      for (const [token, target] of [[peer.token, sub], [cred.token, ID]] as const) {
+        const s = await conn({ token });
+        const reply = await s.hello(target, 1);
+        assert.equal(reply.type, "error");
+        assert.equal(reply.error!.code, "NOT_FOUND");
+        assert.equal(reply.session_id, undefined);
+        assert.equal((await s.closed).code, 1008);
+      }
+    });
+
+    it("closes with 1008 when no hello comes in time", async () => {
+      const s = await conn();
+      const started = Date.now();
+      assert.equal((await s.closed).code, 1008);
+      assert.ok(Date.now() - started >= 350);
+    });
+
+    it("closes with 1008 on invalid envelopes: extra keys, duplicate keys, bad JSON, binary, a second hello", async () => {
+      const cases: ((s: TestSocket) => void)[] = [
+        (s) => s.send({ protocol_version: "1", type: "events.hello", message_id: mid(), session_id: ID, body: { subscription_id: sub, capacity: 1 } }),
+        (s) => s.send({ protocol_version: "1", type: "events.hello", message_id: mid(), reply_to: ID, body: { subscription_id: sub, capacity: 1 } }),
+        (s) => s.send({ protocol_version: "1", type: "events.hello", message_id: mid(), error: { code: "X", message: "x" }, body: {} }),
+        (s) => s.send(`{"protocol_version":"1","type":"events.hello","message_id":"${mid()}","body":{"subscription_id":"${sub}","capacity":1,"capacity":2}}`),
+        (s) => s.send("{not json"),
+        (s) => s.send({ protocol_version: "2", type: "events.hello", message_id: mid(), body: { subscription_id: sub, capacity: 1 } }),
+        (s) => s.send({ protocol_version: "1", type: "events.helo", message_id: mid(), body: {} }),
+        (s) => s.send({ protocol_version: "1", type: "events.hello", message_id: "x", body: { subscription_id: sub, capacity: 1 } }),
+        (s) => s.ws.send(Buffer.from("binary"), { binary: true }),
+        (s) => s.send({ protocol_version: "1", type: "events.ping", message_id: mid(), session_id: ID, body: {} }),
+      ];
+      for (const send of cases) {
+        const s = await conn();
+        send(s);
+        assert.equal((await s.closed).code, 1008);
+        assert.equal(s.frames.length, 0, "no frame: the envelope itself was invalid");
+      }
+      const bound = await conn();
+      await bound.hello(sub, 1);
+      bound.send({ protocol_version: "1", type: "events.hello", message_id: mid(), body: { subscription_id: sub, capacity: 1 } });
+      assert.equal((await bound.closed).code, 1008, "a second hello");
+      const wrong = await conn();
+      await wrong.hello(sub, 1);
+      wrong.send({ protocol_version: "1", type: "events.ping", message_id: mid(), session_id: ID, body: {} });
+      assert.equal((await wrong.closed).code, 1008, "a wrong session_id");
+    });
+
+    it("closes a frame above 512 KiB with 1009", async () => {
+      const s = await conn();
+      await s.hello(sub, 1);
+      s.send(`{"protocol_version":"1","type":"events.ping","message_id":"${mid()}","session_id":"${s.sessionId}","body":{},"pad":"${"x".repeat(512 * 1024)}"}`);
+      assert.equal((await s.closed).code, 1009);
+    });
+  });
+
+  describe("heartbeats and idle", () => {
+    it("answers ping with an ack {server_time, enabled} that follows pause and resume", async () => {
+      const s = await conn();
+      await s.hello(sub, 1);
+      const a = await s.ping();
+      assert.equal(a.type, "ack");
+      assert.equal(a.session_id, s.sessionId);
+      assert.deepEqual(Object.keys(a.body).sort(), ["enabled", "server_time"]);
+      assert.equal(a.body.enabled, true);
+      const api = client(node.url, cred.token);
+      const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
+      await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "pause" });
+      assert.equal((await s.ping()).body.enabled, false, "a paused subscription still connects and heartbeats");
+      await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: (BigInt(cur.revision) + 1n).toString(), enabled: true, reason: "resume" });
+      assert.equal((await s.ping()).body.enabled, true);
+    });
+
+    it("answers a bad command body with INVALID_ARGUMENT and keeps the connection", async () => {
+      const s = await conn();
+      await s.hello(sub, 1);
+      const e = await s.request({ protocol_version: "1", type: "events.ping", session_id: s.sessionId, body: { extra: 1 } });
+      assert.equal(e.type, "error");
+      assert.equal(e.error!.code, "INVALID_ARGUMENT");
+      assert.equal(e.session_id, s.sessionId);
+      const bad = await s.ack({ delivery_id: ID, epoch: "1", lease_secret: "A".repeat(42) + "B" });
+      assert.equal(bad.error!.code, "INVALID_ARGUMENT", "non-canonical base64url");
+      assert.equal((await s.ping()).type, "ack", "still open");
+    });
+
+    it("re-checks the credential on ping: a revoked one gets UNAUTHENTICATED and the connection closes", async () => {
+      const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+      const mine = (await client(node.url, extra.token).post("/v1/subscriptions", { name: "revoked-sub", queue_id: extra.queues[0]!.id })).json.data.subscription.id;
+      const s = await conn({ token: extra.token });
+      await s.hello(mine, 1);
+      assert.equal((await s.ping()).type, "ack");
+      assert.equal((await runCli(["revoke", "--credential", extra.credential_id], { ORBIT_DATABASE_URL: db.url })).code, 0);
+      const e = await s.ping();
+      assert.equal(e.error!.code, "UNAUTHENTICATED");
+      assert.equal(e.session_id, s.sessionId);
+      assert.equal((await s.closed).code, 1008);
+    });
+
+    it("closes a connection with no valid client frame for the idle timeout", async () => {
+      const s = await conn();
+      await s.hello(sub, 1);
+      await new Promise((r) => setTimeout(r, 800));
+      await s.ping(); // a valid frame resets the clock
+      const started = Date.now();
+      assert.equal((await s.closed).code, 1008);
+      assert.ok(Date.now() - started >= 1300, "closed an idle period after the last valid frame");
+    });
+  });
+});
