@@ -1,0 +1,269 @@
+// Delivery and ACK end to end (spec §6) over real WebSocket connections: the lease is
+// durable before the frame, ACKs are durable and idempotent across connections, leases
+// expire and are re-sent with a new epoch, budgets run out, manual retry re-sends,
+// pause and resume, capacity and backlog bounds, and a purged history gap.
+import { strict as assert } from "node:assert";
+import { randomBytes } from "node:crypto";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, waitSequenced, type Client } from "../helpers/api.js";
+import { connect, type Frame, type TestSocket } from "../helpers/ws.js";
+
+const LEASE_MS = 700;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("event delivery", function () {
+  this.timeout(60000);
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let cred: BootstrapOutput;
+  let api: Client;
+  const open: TestSocket[] = [];
+
+  /** A queue and subscription of their own for each test. */
+  async function setup(extra: Record<string, unknown> = {}) {
+    const name = `q${randomBytes(3).toString("hex")}`;
+    const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name], eventAccess: true });
+    const c = await db.connect();
+    try {
+      await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
+    } finally {
+      await c.end();
+    }
+    const q = out.queues[0]!.id;
+    const res = await api.post("/v1/subscriptions", { name: `s-${name}`, queue_id: q, ...extra });
+    assert.equal(res.status, 201, res.text);
+    return { q, sub: res.json.data.subscription.id as string };
+  }
+  async function results(q: string, n: number): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const t = (await api.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
+      await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+      ids.push(t.id);
+    }
+    return ids;
+  }
+  async function consumer(sub: string, capacity: number): Promise<TestSocket> {
+    const s = await connect(node.url, { token: cred.token });
+    open.push(s);
+    const w = await s.hello(sub, capacity);
+    assert.equal(w.type, "events.welcome", JSON.stringify(w));
+    return s;
+  }
+  const deliveries = (s: TestSocket) => s.frames.filter((f) => f.type === "event.deliver");
+  async function row(id: string) {
+    const c = await db.connect();
+    try {
+      return ((await c.query<any[]>("SELECT state, lease_epoch, attempts, session_id, acknowledged_at FROM deliveries WHERE id = ?", [id]))[0] as any[])[0];
+    } finally {
+      await c.end();
+    }
+  }
+
+  before(async () => {
+    db = await freshDatabase("ws_delivery");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["base"], eventAccess: true });
+    node = await startNode(db.url, { ORBIT_LEASE_DURATION_MS: String(LEASE_MS) });
+    api = client(node.url, cred.token);
+  });
+  afterEach(async () => {
+    const all = open.splice(0);
+    for (const s of all) s.ws.terminate();
+    await Promise.all(all.map((s) => s.closed));
+  });
+  after(async () => {
+    await node?.stop();
+    await db?.drop();
+  });
+
+  it("delivers in sequence order with the lease already durable, and confirms a durable ACK", async () => {
+    const { q, sub } = await setup();
+    const tasks = await results(q, 3);
+    const s = await consumer(sub, 5);
+    const got: Frame[] = [];
+    for (let i = 0; i < 3; i++) got.push(await s.nextOfType("event.deliver"));
+    assert.deepEqual(got.map((f) => f.body.event.aggregate_id), tasks, "in sequence order");
+    const seqs = got.map((f) => Number(f.body.event.sequence));
+    assert.deepEqual([...seqs].sort((a, b) => a - b), seqs);
+    const d = got[0]!;
+    assert.equal(d.session_id, s.sessionId);
+    assert.equal(d.reply_to, undefined);
+    assert.equal(d.body.delivery.state, "LEASED");
+    assert.equal(d.body.delivery.lease_epoch, "1");
+    assert.equal(d.body.delivery.attempts, 1);
+    assert.equal(d.body.delivery.event_id, d.body.event.id);
+    assert.match(d.body.lease_secret, /^[A-Za-z0-9_-]{43}$/);
+    const stored = await row(d.body.delivery.id);
+    assert.deepEqual([stored.state, String(stored.lease_epoch), stored.session_id], ["LEASED", "1", s.sessionId], "persisted before it was sent");
+    const a = await s.ack(d);
+    assert.equal(a.type, "ack");
+    assert.deepEqual(Object.keys(a.body).sort(), ["acknowledged_at", "deduplicated", "delivery_id", "epoch", "event_id"]);
+    assert.equal(a.body.deduplicated, false);
+    assert.equal(a.body.event_id, d.body.event.id);
+    assert.equal((await row(d.body.delivery.id)).state, "ACKED", "durable when confirmed");
+    assert.equal((await api.get(`/v1/subscriptions/${sub}`)).json.data.pending_count, 2);
+  });
+
+  it("answers a re-sent ACK on a new connection with the original acknowledged_at, once", async () => {
+    const { q, sub } = await setup();
+    await results(q, 1);
+    const s1 = await consumer(sub, 1);
+    const d = await s1.nextOfType("event.deliver");
+    const first = await s1.ack(d);
+    s1.ws.terminate();
+    await s1.closed;
+    const s2 = await consumer(sub, 1);
+    assert.notEqual(s2.sessionId, s1.sessionId);
+    const again = await s2.ack(d);
+    assert.equal(again.type, "ack");
+    assert.equal(again.body.deduplicated, true);
+    assert.equal(again.body.acknowledged_at, first.body.acknowledged_at);
+    assert.equal(again.session_id, s2.sessionId);
+    assert.equal((await api.get(`/v1/subscriptions/${sub}`)).json.data.pending_count, 0, "the backlog went down once");
+    const c = await db.connect();
+    try {
+      const [rows] = await c.query<any[]>("SELECT COUNT(*) AS n FROM audit_records WHERE delivery_id = ? AND action = 'delivery.ack'", [d.body.delivery.id]);
+      assert.equal(Number(rows[0].n), 1, "one ACK audit record");
+    } finally {
+      await c.end();
+    }
+  });
+
+  it("never lets a connection hold more than its capacity, nor materialises past max_pending", async () => {
+    const { q, sub } = await setup({ max_pending: 3 });
+    await results(q, 6);
+    const s = await consumer(sub, 2);
+    await s.nextOfType("event.deliver");
+    await s.nextOfType("event.deliver");
+    await sleep(300);
+    assert.equal(deliveries(s).length, 2, "capacity 2");
+    const subNow = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
+    assert.equal(subNow.pending_count, 3, "max_pending 3 bounds the backlog");
+    await s.ack(deliveries(s)[0]!);
+    await s.nextOfType("event.deliver");
+    await sleep(200);
+    assert.equal(deliveries(s).length, 3, "one ACK, one more delivery");
+  });
+
+  it("re-sends an expired lease with a new epoch; the old proof is DELIVERY_LEASE_LOST and the connection stays", async () => {
+    const { q, sub } = await setup();
+    await results(q, 1);
+    const s = await consumer(sub, 1);
+    const first = await s.nextOfType("event.deliver");
+    const second = await s.nextOfType("event.deliver", LEASE_MS * 6);
+    assert.equal(second.body.delivery.id, first.body.delivery.id, "the same delivery, re-sent");
+    assert.equal(second.body.delivery.lease_epoch, "2");
+    assert.equal(second.body.delivery.attempts, 2);
+    assert.notEqual(second.body.lease_secret, first.body.lease_secret);
+    const lost = await s.ack(first);
+    assert.equal(lost.type, "error");
+    assert.equal(lost.error!.code, "DELIVERY_LEASE_LOST");
+    assert.equal(lost.session_id, s.sessionId);
+    const ok = await s.ack(second);
+    assert.equal(ok.type, "ack");
+    assert.equal(ok.body.epoch, "2");
+  });
+
+  it("accepts a late ACK with the latest proof when no newer epoch replaced it", async () => {
+    const { q, sub } = await setup();
+    await results(q, 1);
+    const s1 = await consumer(sub, 1);
+    const d = await s1.nextOfType("event.deliver");
+    // Pause: no claim runs, so nothing replaces the lease after it runs out.
+    const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
+    await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "pause" });
+    s1.ws.terminate();
+    await sleep(LEASE_MS + 300);
+    const s2 = await consumer(sub, 1);
+    const late = await s2.ack(d);
+    assert.equal(late.type, "ack", JSON.stringify(late));
+    assert.equal(late.body.deduplicated, false);
+    assert.equal((await row(d.body.delivery.id)).state, "ACKED");
+  });
+
+  it("leaves a delivery EXPIRED after its budget; the latest proof still ACKs it; manual retry re-sends it", async () => {
+    const { q, sub } = await setup({ max_attempts: 1 });
+    await results(q, 2);
+    const s = await consumer(sub, 2);
+    const a = await s.nextOfType("event.deliver");
+    const b = await s.nextOfType("event.deliver");
+    await sleep(LEASE_MS * 3);
+    assert.equal((await row(a.body.delivery.id)).state, "EXPIRED");
+    assert.equal((await row(b.body.delivery.id)).state, "EXPIRED");
+    assert.equal(deliveries(s).length, 2, "no re-send beyond the budget");
+    // Decision 7: the latest proof ACKs an EXPIRED delivery too.
+    const acked = await s.ack(b);
+    assert.equal(acked.type, "ack");
+    assert.equal((await row(b.body.delivery.id)).state, "ACKED");
+    const detail = (await api.get(`/v1/subscriptions/${sub}/deliveries/${a.body.delivery.id}`)).json.data.delivery;
+    const retry = await api.post(`/v1/subscriptions/${sub}/deliveries/${a.body.delivery.id}:retry`, {
+      expected_revision: detail.revision, reason: "receiver repaired", additional_attempts: 1,
+    });
+    assert.equal(retry.status, 200, retry.text);
+    const again = await s.nextOfType("event.deliver", LEASE_MS * 4);
+    assert.equal(again.body.delivery.id, a.body.delivery.id);
+    assert.equal(again.body.delivery.lease_epoch, "2");
+    assert.equal(again.body.delivery.attempt_budget, 2);
+    assert.equal((await s.ack(again)).type, "ack");
+  });
+
+  it("delivers nothing while paused but takes ACKs; resumes on resume", async () => {
+    const { q, sub } = await setup();
+    await results(q, 1);
+    const s = await consumer(sub, 3);
+    const d = await s.nextOfType("event.deliver");
+    const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
+    const paused = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "maintenance" });
+    assert.equal(paused.status, 200);
+    await results(q, 2);
+    await sleep(800);
+    assert.equal(deliveries(s).length, 1, "nothing new while paused");
+    assert.equal((await api.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence, cur.cursor_sequence, "nothing materialised while paused");
+    assert.equal((await s.ack(d)).type, "ack", "ACKs still work");
+    assert.equal((await s.ping()).body.enabled, false);
+    await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: paused.json.data.subscription.revision, enabled: true, reason: "back" });
+    await s.nextOfType("event.deliver", 5000);
+    await s.nextOfType("event.deliver", 5000);
+  });
+
+  it("keeps other subscriptions' deliveries out of reach: their proofs are DELIVERY_LEASE_LOST", async () => {
+    const one = await setup();
+    const two = await setup();
+    await results(one.q, 1);
+    const s1 = await consumer(one.sub, 1);
+    const d = await s1.nextOfType("event.deliver");
+    const s2 = await consumer(two.sub, 1);
+    const e = await s2.ack(d);
+    assert.equal(e.error!.code, "DELIVERY_LEASE_LOST");
+    assert.equal((await row(d.body.delivery.id)).state, "LEASED", "untouched");
+    const wrongSecret = await s1.ack({ delivery_id: d.body.delivery.id, epoch: "1", lease_secret: "A".repeat(43) });
+    assert.equal(wrongSecret.error!.code, "DELIVERY_LEASE_LOST");
+    const wrongEpoch = await s1.ack({ delivery_id: d.body.delivery.id, epoch: "2", lease_secret: d.body.lease_secret });
+    assert.equal(wrongEpoch.error!.code, "DELIVERY_LEASE_LOST");
+    assert.equal((await s1.ack(d)).type, "ack", "the connection stayed open");
+  });
+
+  it("reports a purged history gap with EVENT_HISTORY_EXPIRED and closes; it never skips ahead", async () => {
+    const other = await bootstrap(db.url, { namespace: "gap", application: "app", queues: ["q"], eventAccess: true });
+    const api2 = client(node.url, other.token);
+    const q = other.queues[0]!.id;
+    const sub = (await api2.post("/v1/subscriptions", { name: "gap", queue_id: q, max_pending: 1 })).json.data.subscription.id;
+    for (let i = 0; i < 3; i++) {
+      const t = (await api2.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
+      await api2.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+    }
+    await waitSequenced(db, other.namespace_id);
+    assert.equal((await runCli(["purge", "--namespace", "gap", "--before", "3"], { ORBIT_DATABASE_URL: db.url })).code, 0);
+    const s = await connect(node.url, { token: other.token });
+    open.push(s);
+    await s.hello(sub, 1);
+    const e = await s.nextOfType("error");
+    assert.equal(e.error!.code, "EVENT_HISTORY_EXPIRED");
+    assert.equal(e.reply_to, undefined, "found by background claiming");
+    assert.equal(e.session_id, s.sessionId);
+    assert.equal((await s.closed).code, 1008);
+    assert.equal(deliveries(s).length, 0);
+    assert.equal((await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence, "0", "the cursor did not jump");
+  });
+});
