@@ -1,0 +1,97 @@
+// Node protection and shutdown over real sockets: a claim stuck in the database never
+// holds up hello, ping or ACK (claims have their own pool); SIGTERM closes event
+// connections with 1001 and leaves every lease in the database.
+import { strict as assert } from "node:assert";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, type Client } from "../helpers/api.js";
+import { connect, type TestSocket } from "../helpers/ws.js";
+
+describe("event connections: protection and shutdown", function () {
+  this.timeout(60000);
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let cred: BootstrapOutput;
+  let api: Client;
+  let q: string;
+  const open: TestSocket[] = [];
+
+  async function result(): Promise<void> {
+    const t = (await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task;
+    await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+  }
+
+  before(async () => {
+    db = await freshDatabase("ws_protection");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+    node = await startNode(db.url);
+    api = client(node.url, cred.token);
+    q = cred.queues[0]!.id;
+  });
+  after(async () => {
+    for (const s of open) s.ws.terminate();
+    await node?.stop();
+    await db?.drop();
+  });
+
+  it("answers hello, ping and ACK while claims are stuck on a locked subscription", async () => {
+    const sub = (await api.post("/v1/subscriptions", { name: "stuck", queue_id: q })).json.data.subscription.id;
+    await result();
+    const s = await connect(node.url, { token: cred.token });
+    open.push(s);
+    await s.hello(sub, 2);
+    const d = await s.nextOfType("event.deliver");
+    const c = await db.connect();
+    try {
+      await c.query("SET SESSION innodb_lock_wait_timeout = 10");
+      await c.beginTransaction();
+      await c.query("SELECT id FROM subscriptions WHERE id = ? FOR UPDATE", [sub]); // every claim now waits
+      await result();
+      const started = Date.now();
+      const other = await connect(node.url, { token: cred.token });
+      open.push(other);
+      assert.equal((await other.hello(sub, 1)).type, "events.welcome");
+      assert.equal((await s.ping()).type, "ack");
+      assert.equal((await s.ack(d)).type, "ack");
+      assert.ok(Date.now() - started < 3000, "control traffic did not wait for the claims");
+      assert.equal(s.frames.filter((f) => f.type === "event.deliver").length, 1, "no claim got through the lock");
+    } finally {
+      await c.rollback();
+      await c.end();
+    }
+    // The claims go on once the lock is gone: one of the two connections gets the result.
+    const both = open.slice(-2);
+    const count = () => both.reduce((n, x) => n + x.frames.filter((f) => f.type === "event.deliver").length, 0);
+    for (const until = Date.now() + 10000; count() < 2; ) {
+      assert.ok(Date.now() < until, "the second result was delivered after the lock went");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+
+  it("closes event connections with 1001 on SIGTERM and keeps their leases", async () => {
+    const extra = await startNode(db.url);
+    const sub = (await api.post("/v1/subscriptions", { name: "shutdown", queue_id: q })).json.data.subscription.id;
+    await result();
+    const s = await connect(extra.url, { token: cred.token });
+    open.push(s);
+    await s.hello(sub, 1);
+    const d = await s.nextOfType("event.deliver");
+    const code = extra.stop("SIGTERM");
+    assert.equal((await s.closed).code, 1001);
+    assert.equal(await code, 0);
+    const c = await db.connect();
+    try {
+      const [rows] = await c.query<any[]>("SELECT state FROM deliveries WHERE id = ?", [d.body.delivery.id]);
+      assert.equal(rows[0].state, "LEASED", "shutdown never erases a lease");
+      const [sessions] = await c.query<any[]>("SELECT closed_at FROM event_sessions WHERE id = ?", [s.sessionId]);
+      assert.ok(sessions[0].closed_at instanceof Date, "the session's end is recorded");
+    } finally {
+      await c.end();
+    }
+    // The proof still works on another node.
+    const again = await connect(node.url, { token: cred.token });
+    open.push(again);
+    await again.hello(sub, 1);
+    assert.equal((await again.ack(d)).type, "ack");
+  });
+});
