@@ -1,7 +1,7 @@
 // HTTP handlers of subscription management (spec §2-4). Order of checks: scope (404),
 // then the body (400), then idempotency and state (409) inside one transaction.
 import type { Handler } from "../../../generated/http/routes.js";
-import { withTransaction } from "../../db/tx.js";
+import { answered, created, inTransaction } from "./receipts.js";
 import { getDelivery, listDeliveries, retry } from "../../domain/deliveries.js";
 import {
   configureSubscription as configure, createSubscription as create, getSubscription as readSubscription,
@@ -13,9 +13,7 @@ export const createSubscription: Handler<"createSubscription", HandlerContext> =
   const caller = ctx.caller();
   const body = await req.body();
   const key = req.idempotencyKey();
-  const receipt = await withTransaction(
-    ctx.pool,
-    (tx) =>
+  const receipt = await inTransaction(ctx, (tx) =>
       create(tx, caller, {
         name: body.name,
         queueId: body.queue_id,
@@ -26,10 +24,8 @@ export const createSubscription: Handler<"createSubscription", HandlerContext> =
         key,
         canonicalBody: req.canonicalBody(),
       }),
-    ctx.signal,
   );
-  const data = { ...receipt.data, deduplicated: receipt.deduplicated };
-  return receipt.deduplicated ? { status: 200, data } : { status: 201, data };
+  return created(receipt);
 };
 
 export const listSubscriptions: Handler<"listSubscriptions", HandlerContext> = async (req, ctx) => ({
@@ -51,9 +47,7 @@ export const configureSubscription: Handler<"configureSubscription", HandlerCont
   await readSubscription(ctx.pool, caller, req.path.id);
   const body = await req.body();
   const key = req.idempotencyKey();
-  const receipt = await withTransaction(
-    ctx.pool,
-    (tx) =>
+  const receipt = await inTransaction(ctx, (tx) =>
       configure(tx, caller, {
         id: req.path.id,
         expectedRevision: body.expected_revision,
@@ -62,9 +56,8 @@ export const configureSubscription: Handler<"configureSubscription", HandlerCont
         key,
         canonicalBody: req.canonicalBody(),
       }),
-    ctx.signal,
   );
-  return { status: 200, data: { ...receipt.data, deduplicated: receipt.deduplicated } };
+  return answered(receipt);
 };
 
 export const listEventDeliveries: Handler<"listEventDeliveries", HandlerContext> = async (req, ctx) => ({
@@ -87,9 +80,7 @@ export const retryEventDelivery: Handler<"retryEventDelivery", HandlerContext> =
   await readSubscription(ctx.pool, caller, req.path.id);
   const body = await req.body();
   const key = req.idempotencyKey();
-  const receipt = await withTransaction(
-    ctx.pool,
-    (tx) =>
+  const receipt = await inTransaction(ctx, (tx) =>
       retry(tx, caller, {
         subscriptionId: req.path.id,
         deliveryId: req.path.delivery_id,
@@ -99,7 +90,6 @@ export const retryEventDelivery: Handler<"retryEventDelivery", HandlerContext> =
         key,
         canonicalBody: req.canonicalBody(),
       }),
-    ctx.signal,
   );
-  return { status: 200, data: { ...receipt.data, deduplicated: receipt.deduplicated } };
+  return answered(receipt);
 };

@@ -1,7 +1,7 @@
 // HTTP handlers of the task API (platform.md): thin — scope, then input, then one
 // domain call in one transaction; after the commit, the sequencer and claim wake-ups.
 import type { Handler } from "../../../generated/http/routes.js";
-import { withTransaction } from "../../db/tx.js";
+import { answered, created, inTransaction } from "./receipts.js";
 import { selectTask } from "../../db/queries/tasks.js";
 import { afterCommit } from "../../domain/services.js";
 import { cancelTask, getTask as readTask, inScope, resolveTask, submitTask as submit, type WriteEffects } from "../../domain/tasks.js";
@@ -11,9 +11,7 @@ export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx
   const caller = ctx.caller();
   const body = await req.body();
   const key = req.idempotencyKey();
-  const receipt = await withTransaction(
-    ctx.pool,
-    (tx) =>
+  const receipt = await inTransaction(ctx, (tx) =>
       submit(tx, caller, {
         queueId: body.queue_id,
         inputText: req.rawField("input")!,
@@ -21,12 +19,9 @@ export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx
         key,
         canonicalBody: req.canonicalBody(),
       }),
-    ctx.signal,
   );
   if (!receipt.deduplicated) afterCommit(ctx.services, [], [body.queue_id]);
-  return receipt.deduplicated
-    ? { status: 200, data: { ...receipt.data, deduplicated: true } }
-    : { status: 201, data: { ...receipt.data, deduplicated: false } };
+  return created(receipt);
 };
 
 export const getTask: Handler<"getTask", HandlerContext> = async (req, ctx) => ({
@@ -40,13 +35,11 @@ export const cancelTaskHandler: Handler<"cancelTask", HandlerContext> = async (r
   const body = await req.body();
   const key = req.idempotencyKey();
   const effects: WriteEffects = { appended: false };
-  const receipt = await withTransaction(
-    ctx.pool,
-    (tx) => cancelTask(tx, caller, { taskId: req.path.id, expectedRevision: body.expected_revision, key, canonicalBody: req.canonicalBody() }, effects),
-    ctx.signal,
+  const receipt = await inTransaction(ctx, (tx) =>
+    cancelTask(tx, caller, { taskId: req.path.id, expectedRevision: body.expected_revision, key, canonicalBody: req.canonicalBody() }, effects),
   );
   if (effects.appended) afterCommit(ctx.services, [caller.namespaceId], []);
-  return { status: 200, data: { ...receipt.data, deduplicated: receipt.deduplicated } };
+  return answered(receipt);
 };
 
 export const resolveTaskHandler: Handler<"resolveTask", HandlerContext> = async (req, ctx) => {
@@ -56,9 +49,7 @@ export const resolveTaskHandler: Handler<"resolveTask", HandlerContext> = async 
   const key = req.idempotencyKey();
   const resultText = req.rawField("result");
   const effects: WriteEffects = { appended: false };
-  const receipt = await withTransaction(
-    ctx.pool,
-    (tx) =>
+  const receipt = await inTransaction(ctx, (tx) =>
       resolveTask(
         tx,
         caller,
@@ -72,8 +63,7 @@ export const resolveTaskHandler: Handler<"resolveTask", HandlerContext> = async 
         },
         effects,
       ),
-    ctx.signal,
   );
   if (effects.appended) afterCommit(ctx.services, [caller.namespaceId], []);
-  return { status: 200, data: { ...receipt.data, deduplicated: receipt.deduplicated } };
+  return answered(receipt);
 };
