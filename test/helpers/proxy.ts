@@ -1,5 +1,6 @@
 // A TCP proxy on loopback between a client and a server that a test can make lose
-// answers: the request reaches the server, the response never reaches the client.
+// answers (the request reaches the server, the response never reaches the client), or
+// cut altogether (every connection dropped, new ones refused) and restore.
 import net from "node:net";
 
 export interface Proxy {
@@ -8,14 +9,23 @@ export interface Proxy {
   /** The next n responses are dropped (the connection is cut as the answer starts). */
   dropResponses(n: number): void;
   readonly dropped: number;
+  /** Drops every connection and refuses new ones until restore(). */
+  cut(): void;
+  restore(): void;
   close(): Promise<void>;
 }
 
 export async function startProxy(targetPort: number): Promise<Proxy> {
+  // upstream errors (a cut) are expected; they must not crash the test process
   let toDrop = 0;
   let dropped = 0;
+  let severed = false;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
+    if (severed) {
+      client.destroy();
+      return;
+    }
     const upstream = net.connect(targetPort, "127.0.0.1");
     sockets.add(client).add(upstream);
     client.on("data", (d) => upstream.write(d));
@@ -48,6 +58,13 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     },
     get dropped() {
       return dropped;
+    },
+    cut() {
+      severed = true;
+      for (const s of sockets) s.destroy();
+    },
+    restore() {
+      severed = false;
     },
     async close() {
       for (const s of sockets) s.destroy();
