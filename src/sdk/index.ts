@@ -1,5 +1,8 @@
-// The Orbit SDK: the management client (this issue), typed from the contract.
+// The Orbit SDK: the management client, the event connection and the automatic
+// consumer, typed from the contract.
 export { OrbitClient, type OrbitClientOptions, type WithRaw } from "./client.js";
 export { OrbitApiError, OrbitNetworkError } from "./errors.js";
 export { RawJson } from "./raw-json.js";
+export { EventConnection, OrbitEventError, SUBPROTOCOL, type Delivery, type Proof, type Welcome, type AckReceipt, type Closed, type EventConnectionOptions } from "./event-connection.js";
+export { Consumer, type ConsumerOptions, type StopReason } from "./consumer.js";
 export type * from "./types.js";

@@ -1,0 +1,160 @@
+// The automatic consumer (issue 6): handler(event, delivery) runs for every delivery and
+// resolves only once the receiver has durably saved the result; then — and never
+// before — the consumer ACKs. It reconnects after any close (exponential back-off with
+// jitter), keeps every proof whose ACK was not confirmed and re-sends those ACKs on the
+// next connection, drops a proof that was replaced (DELIVERY_LEASE_LOST: the
+// redelivery will come), and stops and reports on EVENT_HISTORY_EXPIRED,
+// PERMISSION_DENIED, NOT_FOUND or UNAUTHENTICATED instead of looping. It keeps no
+// in-memory "seen" set: delivery is at least once, so the receiver dedupes by event.id
+// in its own durable store (see examples/inbox).
+import { EventConnection, OrbitEventError, type Delivery, type Proof } from "./event-connection.js";
+import type { EventDelivery, ResultEvent } from "./types.js";
+
+export interface ConsumerOptions {
+  readonly baseUrl: string;
+  readonly token: string;
+  readonly subscriptionId: string;
+  /** 1-32 (default 8). */
+  readonly capacity?: number;
+  /** Resolve only after the result is durably saved; a rejection leaves it un-ACKed (it is redelivered). */
+  readonly handler: (event: ResultEvent, delivery: EventDelivery) => Promise<void>;
+  /** false: never ACK (a read-only tail; deliveries come back when their leases run out). */
+  readonly ack?: boolean;
+  /** Called for every problem that does not stop the consumer (handler failures, closes). */
+  readonly onError?: (e: unknown) => void;
+  readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number };
+}
+
+/** Why the consumer ended: stop() was called, or a code it must not retry. */
+export type StopReason = { readonly stopped: true } | { readonly stopped: false; readonly error: OrbitEventError };
+
+const FATAL = new Set<string>(["EVENT_HISTORY_EXPIRED", "PERMISSION_DENIED", "NOT_FOUND", "UNAUTHENTICATED"]);
+
+export class Consumer {
+  /** Proofs whose ACK was not confirmed yet, by delivery id (the latest proof wins). */
+  private readonly unconfirmed = new Map<string, Proof>();
+  private readonly running = new Set<Promise<void>>();
+  private conn: EventConnection | undefined;
+  private draining = false;
+  private ended = false;
+  private wake: (() => void) | undefined;
+  readonly done: Promise<StopReason>;
+  private finish!: (r: StopReason) => void;
+
+  constructor(private readonly o: ConsumerOptions) {
+    this.done = new Promise((resolve) => (this.finish = resolve));
+  }
+
+  /** Starts the connect / consume / reconnect loop; `done` settles when it ends. */
+  start(): this {
+    void this.loop();
+    return this;
+  }
+
+  get pendingAcks(): number {
+    return this.unconfirmed.size;
+  }
+
+  private async loop(): Promise<void> {
+    const initial = this.o.backoff?.initialMs ?? 100;
+    const max = this.o.backoff?.maxMs ?? 10_000;
+    let delay = initial;
+    while (!this.draining) {
+      try {
+        const conn = await EventConnection.open({
+          baseUrl: this.o.baseUrl,
+          token: this.o.token,
+          subscriptionId: this.o.subscriptionId,
+          capacity: this.o.capacity ?? 8,
+        });
+        this.conn = conn;
+        delay = initial;
+        conn.on("delivery", (d: Delivery) => this.onDelivery(conn, d));
+        await this.resendAcks(conn);
+        const closed = await conn.closed;
+        if (closed.error) this.report(closed.error);
+        if (closed.error && FATAL.has(closed.error.code)) return this.end({ stopped: false, error: closed.error });
+      } catch (e) {
+        if (e instanceof OrbitEventError && FATAL.has(e.code)) return this.end({ stopped: false, error: e });
+        this.report(e);
+      }
+      if (this.draining) break;
+      // Exponential back-off with full jitter, so that many consumers do not reconnect in step.
+      await this.sleep(Math.random() * delay);
+      delay = Math.min(max, delay * 2);
+    }
+    this.end({ stopped: true });
+  }
+
+  private onDelivery(conn: EventConnection, d: Delivery): void {
+    if (this.draining) return; // not taken: its lease runs out and it is delivered again
+    const p = this.o
+      .handler(d.event, d.delivery)
+      .then(() => {
+        if (this.o.ack === false) return;
+        this.unconfirmed.set(d.proof.delivery_id, d.proof);
+        return this.sendAck(conn, d.proof);
+      })
+      .catch((e: unknown) => this.report(e));
+    this.running.add(p);
+    void p.finally(() => this.running.delete(p));
+  }
+
+  private async sendAck(conn: EventConnection, proof: Proof): Promise<void> {
+    try {
+      await conn.ack(proof);
+      this.forget(proof);
+    } catch (e) {
+      if (e instanceof OrbitEventError && e.code === "DELIVERY_LEASE_LOST") {
+        this.forget(proof); // replaced by a newer lease: the redelivery carries the new proof
+        return;
+      }
+      // The answer was lost (closed connection): the proof stays for the next connection.
+      this.report(e);
+    }
+  }
+
+  private forget(proof: Proof): void {
+    const kept = this.unconfirmed.get(proof.delivery_id);
+    if (kept && kept.epoch === proof.epoch && kept.lease_secret === proof.lease_secret) this.unconfirmed.delete(proof.delivery_id);
+  }
+
+  private async resendAcks(conn: EventConnection): Promise<void> {
+    await Promise.all([...this.unconfirmed.values()].map((p) => this.sendAck(conn, p)));
+  }
+
+  /**
+   * A bounded drain: take no new deliveries, let running handlers finish (at most
+   * deadlineMs), send their ACKs, then close.
+   */
+  async stop(o: { deadlineMs?: number } = {}): Promise<StopReason> {
+    this.draining = true;
+    const deadline = new Promise<void>((r) => setTimeout(r, o.deadlineMs ?? 10_000).unref());
+    await Promise.race([Promise.all([...this.running]), deadline]);
+    const conn = this.conn;
+    if (conn?.isOpen && this.unconfirmed.size > 0) await Promise.race([this.resendAcks(conn), deadline]);
+    await conn?.close(1000, "consumer stopping");
+    this.wake?.();
+    return this.done;
+  }
+
+  private report(e: unknown): void {
+    this.o.onError?.(e);
+  }
+
+  private end(r: StopReason): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.finish(r);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+  }
+}

@@ -1,0 +1,234 @@
+// One event connection (spec §5-7) for SDK users: upgrade with the subprotocol and the
+// bearer header, hello → welcome, a ping every heartbeat_interval_ms, every event.deliver
+// surfaced as a typed {delivery, event, proof}, and ack(proof) resolving with the ACK
+// receipt or rejecting with an OrbitEventError carrying the spec's code. Frames are
+// checked against the generated validators in both directions.
+import { randomBytes } from "node:crypto";
+import { EventEmitter } from "node:events";
+import WebSocket from "ws";
+import * as frameValidators from "../../generated/ws/validators.js";
+import type { AckReceipt, ClientFrame, EventDeliver, EventsWelcome, PingReply, ServerFrame } from "../../generated/ws/frames.js";
+import type { ErrorCode, EventDelivery, ResultEvent } from "./types.js";
+
+type Validate = ((d: unknown) => boolean) & { errors?: unknown };
+const validators = frameValidators as unknown as Record<string, Validate>;
+const validClient = validators.clientFrame!;
+const validServer = validators.serverFrame!;
+
+export const SUBPROTOCOL = "orbit.events.v1";
+
+/** What proves a delivery when ACKing it: keep it until the ACK is confirmed. */
+export interface Proof {
+  readonly delivery_id: string;
+  readonly epoch: string;
+  readonly lease_secret: string;
+}
+
+export interface Delivery {
+  readonly delivery: EventDelivery;
+  readonly event: ResultEvent;
+  readonly proof: Proof;
+}
+
+export type Welcome = EventsWelcome["body"];
+export type { AckReceipt };
+
+/** An error frame of the protocol, or a refused upgrade, with the spec's code. */
+export class OrbitEventError extends Error {
+  override readonly name = "OrbitEventError";
+  constructor(
+    readonly code: ErrorCode | "CONNECTION_CLOSED" | "PROTOCOL_ERROR",
+    message: string,
+    /** The HTTP status of a refused upgrade. */
+    readonly status?: number,
+  ) {
+    super(`${code}: ${message}`);
+  }
+}
+
+export interface EventConnectionOptions {
+  readonly baseUrl: string;
+  readonly token: string;
+  readonly subscriptionId: string;
+  /** 1-32: how many deliveries this connection may hold. */
+  readonly capacity: number;
+  /** Send events.ping every heartbeat_interval_ms (default true). */
+  readonly heartbeat?: boolean;
+  readonly connectTimeoutMs?: number;
+}
+
+export interface Closed {
+  readonly code: number;
+  readonly reason: string;
+  /** The error frame that preceded the close, if any. */
+  readonly error?: OrbitEventError;
+}
+
+const newId = () => randomBytes(16).toString("hex");
+
+/** Error codes after which the server closes the connection (spec §7 table). */
+const CLOSING_CODES = new Set<string>(["UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND", "EVENT_HISTORY_EXPIRED", "UNAVAILABLE", "INTERNAL"]);
+
+/**
+ * Events: "delivery" (Delivery), "error-frame" (OrbitEventError, for errors that answer
+ * no request), "close" (Closed).
+ */
+export class EventConnection extends EventEmitter {
+  readonly welcome: Welcome;
+  readonly closed: Promise<Closed>;
+  private readonly pending = new Map<string, { resolve(f: ServerFrame): void; reject(e: unknown): void }>();
+  private lastError: OrbitEventError | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+
+  private constructor(private readonly ws: WebSocket, welcome: EventsWelcome, closed: Promise<Closed>) {
+    super();
+    this.welcome = welcome.body;
+    this.closed = closed;
+  }
+
+  static async open(o: EventConnectionOptions): Promise<EventConnection> {
+    const url = `${o.baseUrl.replace(/^http/, "ws").replace(/\/+$/, "")}/v1/events/connect`;
+    const ws = new WebSocket(url, [SUBPROTOCOL], {
+      headers: { Authorization: `Bearer ${o.token}` },
+      perMessageDeflate: false,
+      handshakeTimeout: o.connectTimeoutMs ?? 10000,
+    });
+    await opened(ws);
+    let conn: EventConnection | undefined;
+    const early: ServerFrame[] = [];
+    const closed = new Promise<Closed>((resolve) =>
+      ws.on("close", (code, reason) => {
+        const c: Closed = { code, reason: reason.toString(), ...(conn?.lastError ? { error: conn.lastError } : {}) };
+        conn?.shutdown(c);
+        resolve(c);
+      }),
+    );
+    ws.on("error", () => undefined); // surfaced through "close"
+    const helloId = newId();
+    const welcome = await new Promise<EventsWelcome>((resolve, reject) => {
+      ws.on("message", (data, isBinary) => {
+        const f = parseServer(data as Buffer, isBinary);
+        if (!f) return ws.close(1008, "invalid frame from the server");
+        if (conn) return conn.onFrame(f);
+        if (f.type === "events.welcome" && f.reply_to === helloId) return resolve(f);
+        if (f.type === "error") return reject(new OrbitEventError(f.error.code, f.error.message));
+        early.push(f);
+      });
+      void closed.then((c) => reject(c.error ?? new OrbitEventError("CONNECTION_CLOSED", `closed ${c.code} before welcome`)));
+      send(ws, { protocol_version: "1", type: "events.hello", message_id: helloId, body: { subscription_id: o.subscriptionId, capacity: o.capacity } });
+    });
+    conn = new EventConnection(ws, welcome, closed);
+    if (o.heartbeat !== false) {
+      conn.heartbeat = setInterval(() => void conn!.ping().catch(() => undefined), welcome.body.heartbeat_interval_ms);
+    }
+    // Deliveries that raced the welcome are handed out once listeners can attach.
+    setImmediate(() => early.forEach((f) => conn!.onFrame(f)));
+    return conn;
+  }
+
+  get sessionId(): string {
+    return this.welcome.session_id;
+  }
+
+  get isOpen(): boolean {
+    return this.ws.readyState === WebSocket.OPEN;
+  }
+
+  /** ACKs a delivery; resolves with the receipt (deduplicated on a replay). */
+  async ack(proof: Proof): Promise<AckReceipt> {
+    const f = await this.request({ type: "event.ack", body: { delivery_id: proof.delivery_id, epoch: proof.epoch, lease_secret: proof.lease_secret } });
+    return f.body as AckReceipt;
+  }
+
+  async ping(): Promise<PingReply> {
+    const f = await this.request({ type: "events.ping", body: {} });
+    return f.body as PingReply;
+  }
+
+  close(code = 1000, reason = "client closing"): Promise<Closed> {
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code, reason);
+    return this.closed;
+  }
+
+  private request(f: { type: "event.ack" | "events.ping"; body: object }): Promise<Extract<ServerFrame, { type: "ack" }>> {
+    const id = newId();
+    return new Promise((resolve, reject) => {
+      if (!this.isOpen) return reject(new OrbitEventError("CONNECTION_CLOSED", "the connection is closed"));
+      this.pending.set(id, {
+        resolve: (reply) => (reply.type === "ack" ? resolve(reply) : reject(new OrbitEventError("PROTOCOL_ERROR", `unexpected ${reply.type}`))),
+        reject,
+      });
+      send(this.ws, { protocol_version: "1", type: f.type, message_id: id, session_id: this.sessionId, body: f.body } as ClientFrame);
+    });
+  }
+
+  private onFrame(f: ServerFrame): void {
+    if ("reply_to" in f && f.reply_to && this.pending.has(f.reply_to)) {
+      const p = this.pending.get(f.reply_to)!;
+      this.pending.delete(f.reply_to);
+      if (f.type === "error") p.reject(new OrbitEventError(f.error.code, f.error.message));
+      else p.resolve(f);
+      if (f.type === "error" && CLOSING_CODES.has(f.error.code)) this.lastError = new OrbitEventError(f.error.code, f.error.message);
+      return;
+    }
+    if (f.type === "event.deliver") {
+      const d = f as EventDeliver;
+      const delivery: Delivery = {
+        delivery: d.body.delivery as unknown as EventDelivery,
+        event: d.body.event as unknown as ResultEvent,
+        proof: { delivery_id: d.body.delivery.id, epoch: d.body.delivery.lease_epoch, lease_secret: d.body.lease_secret },
+      };
+      this.emit("delivery", delivery);
+      return;
+    }
+    if (f.type === "error") {
+      this.lastError = new OrbitEventError(f.error.code, f.error.message);
+      this.emit("error-frame", this.lastError);
+    }
+  }
+
+  private shutdown(c: Closed): void {
+    clearInterval(this.heartbeat);
+    for (const p of this.pending.values()) p.reject(c.error ?? new OrbitEventError("CONNECTION_CLOSED", `closed ${c.code}`));
+    this.pending.clear();
+    this.emit("close", c);
+  }
+}
+
+function opened(ws: WebSocket): Promise<void> {
+  return new Promise((resolve, reject) => {
+    ws.once("open", () => resolve());
+    ws.once("unexpected-response", (_req, res) => {
+      let text = "";
+      res.on("data", (d: Buffer) => (text += d.toString()));
+      res.on("end", () => {
+        let code: ErrorCode | "PROTOCOL_ERROR" = "PROTOCOL_ERROR";
+        let message = `upgrade refused with ${res.statusCode}`;
+        try {
+          const env = JSON.parse(text) as { error?: { code: ErrorCode; message: string } };
+          if (env.error) ({ code, message } = env.error);
+        } catch {
+          /* not an envelope */
+        }
+        reject(new OrbitEventError(code, message, res.statusCode));
+      });
+    });
+    ws.once("error", (e) => reject(new OrbitEventError("CONNECTION_CLOSED", e.message)));
+  });
+}
+
+function send(ws: WebSocket, frame: ClientFrame): void {
+  // Validate what we send: a frame the contract does not allow is a bug here, not there.
+  if (!validClient(frame)) throw new OrbitEventError("PROTOCOL_ERROR", `refusing to send an invalid ${frame.type} frame`);
+  ws.send(JSON.stringify(frame));
+}
+
+function parseServer(data: Buffer, isBinary: boolean): ServerFrame | undefined {
+  if (isBinary) return undefined;
+  try {
+    const f = JSON.parse(data.toString("utf8")) as unknown;
+    return validServer(f) ? (f as ServerFrame) : undefined;
+  } catch {
+    return undefined;
+  }
+}

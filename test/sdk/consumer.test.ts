@@ -1,0 +1,249 @@
+// The event SDK against a real node: EventConnection (typed deliveries, ACK receipts and
+// errors) and the automatic Consumer (ACK after the handler, reconnect and ACK re-send,
+// DELIVERY_LEASE_LOST, stop-and-report codes, the bounded drain).
+import { strict as assert } from "node:assert";
+import { randomBytes } from "node:crypto";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, makeCredential, waitSequenced, type Client } from "../helpers/api.js";
+import { startProxy } from "../helpers/proxy.js";
+import { Consumer, EventConnection, OrbitEventError, type Delivery } from "../../src/sdk/index.js";
+
+const LEASE_MS = 800;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("event SDK", function () {
+  this.timeout(60000);
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let cred: BootstrapOutput;
+  let api: Client;
+
+  async function setup(extra: Record<string, unknown> = {}) {
+    const name = `q${randomBytes(3).toString("hex")}`;
+    const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name], eventAccess: true });
+    const c = await db.connect();
+    try {
+      await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
+    } finally {
+      await c.end();
+    }
+    const q = out.queues[0]!.id;
+    const sub = (await api.post("/v1/subscriptions", { name: `s-${name}`, queue_id: q, ...extra })).json.data.subscription.id as string;
+    return { q, sub };
+  }
+  async function results(q: string, n: number): Promise<void> {
+    for (let i = 0; i < n; i++) {
+      const t = (await api.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
+      await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+    }
+  }
+  async function states(sub: string): Promise<Record<string, number>> {
+    const c = await db.connect();
+    try {
+      const [rows] = await c.query<any[]>("SELECT state, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? GROUP BY state", [sub]);
+      return Object.fromEntries(rows.map((r) => [r.state, Number(r.n)]));
+    } finally {
+      await c.end();
+    }
+  }
+  async function until(cond: () => Promise<boolean> | boolean, ms = 15000): Promise<void> {
+    for (const end = Date.now() + ms; !(await cond()); ) {
+      assert.ok(Date.now() < end, "condition not reached in time");
+      await sleep(50);
+    }
+  }
+
+  before(async () => {
+    db = await freshDatabase("sdk_consumer");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["base"], eventAccess: true });
+    node = await startNode(db.url, { ORBIT_LEASE_DURATION_MS: String(LEASE_MS) });
+    api = client(node.url, cred.token);
+  });
+  after(async () => {
+    await node?.stop();
+    await db?.drop();
+  });
+
+  describe("EventConnection", () => {
+    it("opens with hello, surfaces typed deliveries, ACKs with receipts and typed errors", async () => {
+      const { q, sub } = await setup();
+      await results(q, 1);
+      const conn = await EventConnection.open({ baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1 });
+      assert.equal(conn.welcome.subscription_id, sub);
+      assert.equal(conn.welcome.capacity, 1);
+      const d = await new Promise<Delivery>((r) => conn.once("delivery", r));
+      assert.equal(d.delivery.state, "LEASED");
+      assert.equal(d.event.id, d.delivery.event_id);
+      assert.deepEqual(Object.keys(d.proof).sort(), ["delivery_id", "epoch", "lease_secret"]);
+      const receipt = await conn.ack(d.proof);
+      assert.equal(receipt.deduplicated, false);
+      assert.equal((await conn.ack(d.proof)).deduplicated, true);
+      await assert.rejects(conn.ack({ ...d.proof, epoch: "9" }), (e: unknown) => e instanceof OrbitEventError && e.code === "DELIVERY_LEASE_LOST");
+      const pong = await conn.ping();
+      assert.equal(pong.enabled, true);
+      const closed = await conn.close();
+      assert.equal(closed.code, 1000);
+      await assert.rejects(conn.ack(d.proof), (e: unknown) => e instanceof OrbitEventError && e.code === "CONNECTION_CLOSED");
+    });
+
+    it("rejects a refused upgrade or hello with the spec's code", async () => {
+      const { sub } = await setup();
+      await assert.rejects(
+        EventConnection.open({ baseUrl: node.url, token: `orbit_${"0".repeat(32)}_${"A".repeat(43)}`, subscriptionId: sub, capacity: 1 }),
+        (e: unknown) => e instanceof OrbitEventError && e.code === "UNAUTHENTICATED" && e.status === 401,
+      );
+      await assert.rejects(
+        EventConnection.open({ baseUrl: node.url, token: cred.token, subscriptionId: "0".repeat(32), capacity: 1 }),
+        (e: unknown) => e instanceof OrbitEventError && e.code === "NOT_FOUND",
+      );
+    });
+  });
+
+  describe("Consumer", () => {
+    it("ACKs every delivery only after its handler resolved", async () => {
+      const { q, sub } = await setup();
+      await results(q, 20);
+      const handled: string[] = [];
+      const c = new Consumer({
+        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 4,
+        handler: async (event, delivery) => {
+          // At the moment the handler runs, its delivery is not ACKED yet.
+          const row = (await api.get(`/v1/subscriptions/${sub}/deliveries/${delivery.id}`)).json.data.delivery;
+          assert.equal(row.state, "LEASED");
+          handled.push(event.id);
+        },
+      }).start();
+      await until(async () => (await states(sub)).ACKED === 20);
+      assert.equal(new Set(handled).size, 20);
+      const stopped = await c.stop({ deadlineMs: 1000 });
+      assert.deepEqual(stopped, { stopped: true });
+    });
+
+    it("never ACKs a delivery whose handler failed: it comes back after its lease", async () => {
+      const { q, sub } = await setup();
+      await results(q, 1);
+      let calls = 0;
+      const errors: unknown[] = [];
+      const c = new Consumer({
+        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1, onError: (e) => errors.push(e),
+        handler: async () => {
+          calls++;
+          if (calls === 1) throw new Error("receiver's database is down");
+        },
+      }).start();
+      await until(async () => (await states(sub)).ACKED === 1);
+      assert.equal(calls, 2, "redelivered after the lease ran out, then handled");
+      assert.ok(errors.some((e) => e instanceof Error && /database is down/.test(e.message)));
+      await c.stop();
+    });
+
+    it("reconnects after a lost ACK answer and re-sends the ACK on the new connection", async () => {
+      const { q, sub } = await setup();
+      const proxy = await startProxy(node.port);
+      try {
+        const c = new Consumer({
+          baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 50 },
+          handler: async () => {
+            proxy.dropResponses(1); // the answer to the ACK that follows is lost with its connection
+          },
+        }).start();
+        await sleep(300);
+        await results(q, 1);
+        await until(async () => (await states(sub)).ACKED === 1);
+        await until(() => c.pendingAcks === 0);
+        assert.ok(proxy.dropped >= 1, "an answer was lost");
+        const audits = await db.connect();
+        try {
+          const [rows] = await audits.query<any[]>("SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id = ? AND action = 'delivery.ack'", [sub]);
+          assert.equal(Number(rows[0].n), 1, "ACKed once, confirmed by the re-send");
+        } finally {
+          await audits.end();
+        }
+        await c.stop();
+      } finally {
+        await proxy.close();
+      }
+    });
+
+    it("drops a proof replaced by a newer lease and ACKs the redelivery", async () => {
+      const { q, sub } = await setup();
+      await results(q, 1);
+      const epochs: string[] = [];
+      const lost: unknown[] = [];
+      const c = new Consumer({
+        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1,
+        onError: (e) => lost.push(e),
+        handler: async (_event, delivery) => {
+          epochs.push(delivery.lease_epoch);
+          if (delivery.lease_epoch === "1") await sleep(LEASE_MS * 3); // outlives its lease
+        },
+      }).start();
+      await until(async () => (await states(sub)).ACKED === 1);
+      await until(() => c.pendingAcks === 0 && epochs.length === 2);
+      assert.deepEqual(epochs, ["1", "2"], "at least once: the slow first attempt and the redelivery");
+      await c.stop({ deadlineMs: 100 });
+    });
+
+    it("stops and reports on NOT_FOUND, PERMISSION_DENIED and EVENT_HISTORY_EXPIRED instead of looping", async () => {
+      const handler = async () => undefined;
+      const notFound = await new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: "0".repeat(32), handler }).start().done;
+      assert.equal(notFound.stopped, false);
+      assert.equal(!notFound.stopped && notFound.error.code, "NOT_FOUND");
+      const noConsume = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["events:read"], queueIds: [] });
+      const denied = await new Consumer({ baseUrl: node.url, token: noConsume.token, subscriptionId: "0".repeat(32), handler }).start().done;
+      assert.equal(!denied.stopped && denied.error.code, "PERMISSION_DENIED");
+      const gap = await bootstrap(db.url, { namespace: "gap", application: "app", queues: ["q"], eventAccess: true });
+      const gapApi = client(node.url, gap.token);
+      const sub = (await gapApi.post("/v1/subscriptions", { name: "gap", queue_id: gap.queues[0]!.id, max_pending: 1 })).json.data.subscription.id;
+      for (let i = 0; i < 3; i++) {
+        const t = (await gapApi.post("/v1/tasks", { queue_id: gap.queues[0]!.id, input: i })).json.data.task;
+        await gapApi.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+      }
+      await waitSequenced(db, gap.namespace_id);
+      assert.equal((await runCli(["purge", "--namespace", "gap", "--before", "3"], { ORBIT_DATABASE_URL: db.url })).code, 0);
+      const started = Date.now();
+      const expired = await new Consumer({ baseUrl: node.url, token: gap.token, subscriptionId: sub, handler }).start().done;
+      assert.equal(!expired.stopped && expired.error.code, "EVENT_HISTORY_EXPIRED");
+      assert.ok(Date.now() - started < 5000, "reported at once, no retry loop");
+    });
+
+    it("drains on stop: no new deliveries, running handlers finish and are ACKed, bounded by the deadline", async () => {
+      const { q, sub } = await setup();
+      await results(q, 2);
+      let started = 0;
+      let finished = 0;
+      const c = new Consumer({
+        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1,
+        handler: async () => {
+          started++;
+          await sleep(300);
+          finished++;
+        },
+      }).start();
+      await until(() => started === 1);
+      const t0 = Date.now();
+      assert.deepEqual(await c.stop({ deadlineMs: 5000 }), { stopped: true });
+      assert.ok(Date.now() - t0 < 2000);
+      assert.equal(finished, 1, "the running handler finished");
+      assert.equal(started, 1, "no new delivery was taken while draining");
+      assert.equal((await states(sub)).ACKED, 1, "and its ACK was sent before closing");
+
+      const { q: q2, sub: sub2 } = await setup();
+      await results(q2, 1);
+      let running = false;
+      const slow = new Consumer({
+        baseUrl: node.url, token: cred.token, subscriptionId: sub2, capacity: 1,
+        handler: async () => {
+          running = true;
+          await sleep(5000);
+        },
+      }).start();
+      await until(() => running);
+      const t1 = Date.now();
+      await slow.stop({ deadlineMs: 300 });
+      assert.ok(Date.now() - t1 < 1500, "the deadline bounds the drain");
+      assert.equal((await states(sub2)).ACKED, undefined, "nothing is ACKed before its handler resolved");
+    });
+  });
+});
