@@ -7,6 +7,7 @@ import { runRevoke } from "./revoke.js";
 import { runServe } from "./serve.js";
 import { runPurge } from "./purge.js";
 import { runEvents } from "./events.js";
+import { runListen } from "./listen.js";
 import { UsageError } from "./args.js";
 
 const USAGE = `orbit: reliable task-result subscriptions
@@ -20,6 +21,7 @@ Commands:
   revoke      revoke a credential: its token authenticates nothing from then on
   purge       delete old result events and raise the namespace's retention boundary
   events      print a namespace's committed result events as JSON lines
+  listen      consume a subscription in the terminal: one JSON line per event
 
 Run "orbit <command> --help" for a command's options. Configuration comes from the
 environment (ORBIT_DATABASE_URL, ORBIT_HOST, ORBIT_PORT, ...; see README.md).
@@ -32,6 +34,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   revoke: runRevoke,
   purge: runPurge,
   events: runEvents,
+  listen: runListen,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -3,7 +3,7 @@ import { strict as assert } from "node:assert";
 import { runCli } from "../helpers/orbit.js";
 
 describe("orbit CLI", () => {
-  for (const cmd of ["migrate", "bootstrap", "serve", "revoke", "purge", "events"]) {
+  for (const cmd of ["migrate", "bootstrap", "serve", "revoke", "purge", "events", "listen"]) {
     it(`orbit ${cmd} --help prints its usage and exits 0`, async () => {
       const res = await runCli([cmd, "--help"]);
       assert.equal(res.code, 0, res.stderr);
@@ -20,7 +20,7 @@ describe("orbit CLI", () => {
   it("orbit --help lists the commands; an unknown command exits 2", async () => {
     const help = await runCli(["--help"]);
     assert.equal(help.code, 0);
-    for (const cmd of ["migrate", "bootstrap", "serve", "revoke", "purge", "events"]) assert.match(help.stdout, new RegExp(`\\b${cmd}\\b`));
+    for (const cmd of ["migrate", "bootstrap", "serve", "revoke", "purge", "events", "listen"]) assert.match(help.stdout, new RegExp(`\\b${cmd}\\b`));
     const bad = await runCli(["frobnicate"]);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /unknown command/);

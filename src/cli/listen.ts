@@ -1,0 +1,51 @@
+import { loadConfig } from "../config/index.js";
+import { Consumer } from "../sdk/consumer.js";
+import { parse, flag, str, UsageError } from "./args.js";
+
+const HELP = `Usage: orbit listen --subscription ID [--capacity N] [--no-ack]
+
+A live consumer in the terminal: prints each delivered event as one JSON line on stdout
+(and a short line on stderr), then ACKs it, unless --no-ack (a read-only tail: the
+deliveries come back when their leases run out). Reconnects by itself; stops on
+EVENT_HISTORY_EXPIRED, PERMISSION_DENIED, NOT_FOUND or UNAUTHENTICATED. Ctrl-C drains and
+exits 0.
+
+Environment: ORBIT_TOKEN (required: a credential with events:consume; never put it on
+the command line), ORBIT_URL (default http://ORBIT_HOST:ORBIT_PORT, i.e.
+http://127.0.0.1:8080).
+
+  --capacity N   deliveries held at once, 1-32 (default 8)
+`;
+
+export async function runListen(argv: string[]): Promise<number> {
+  const v = parse(argv, { subscription: { type: "string" }, capacity: { type: "string" }, "no-ack": { type: "boolean" } }, HELP);
+  if (!v) return 0;
+  const subscriptionId = str(v, "subscription");
+  if (!subscriptionId || !/^[0-9a-f]{32}$/.test(subscriptionId)) throw new UsageError(`--subscription must be a 32-hex id\n\n${HELP}`);
+  const capacityText = str(v, "capacity") ?? "8";
+  if (!/^[1-9][0-9]?$/.test(capacityText) || Number(capacityText) > 32) throw new UsageError("--capacity must be 1-32");
+  const token = process.env.ORBIT_TOKEN;
+  if (!token) throw new UsageError("set ORBIT_TOKEN to a token with events:consume");
+  const config = loadConfig();
+  const baseUrl = process.env.ORBIT_URL || `http://${config.host}:${config.port}`;
+  const consumer = new Consumer({
+    baseUrl,
+    token,
+    subscriptionId,
+    capacity: Number(capacityText),
+    ack: !flag(v, "no-ack"),
+    onError: (e) => process.stderr.write(`orbit listen: ${e instanceof Error ? e.message : String(e)}\n`),
+    handler: async (event, delivery) => {
+      // Printed before the ACK: stdout is this consumer's durable store.
+      await new Promise<void>((resolve) => process.stdout.write(JSON.stringify(event) + "\n", () => resolve()));
+      process.stderr.write(`#${event.sequence} ${event.type} task ${event.aggregate_id} (delivery ${delivery.id}, attempt ${delivery.attempts})\n`);
+    },
+  }).start();
+  const onSignal = () => void consumer.stop({ deadlineMs: 5000 });
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  const end = await consumer.done;
+  if (end.stopped) return 0;
+  process.stderr.write(`orbit listen: stopped: ${end.error.message}\n`);
+  return 1;
+}
