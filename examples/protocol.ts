@@ -1,0 +1,68 @@
+// The protocol example over raw `ws` (spec §5-7): receive a delivery, ACK it, drop the
+// connection before reading the reply, reconnect with a new session and re-send the
+// same ACK: the answer is deduplicated=true with the original acknowledged_at.
+// Run: npm run example:protocol (next to a running node).
+import { randomBytes } from "node:crypto";
+import WebSocket from "ws";
+import { produce, say, setup } from "./lib/setup.js";
+
+const { baseUrl, token, queueId, client } = setup("protocol");
+const id = () => randomBytes(16).toString("hex");
+const sub = await client.createSubscription(`protocol-${id()}`, { name: `protocol-${id().slice(0, 8)}`, queue_id: queueId });
+await produce(client, queueId, 1, "protocol");
+
+function open(): Promise<{ ws: WebSocket; next: (type: string) => Promise<any> }> {
+  const ws = new WebSocket(`${baseUrl.replace(/^http/, "ws")}/v1/events/connect`, ["orbit.events.v1"], {
+    headers: { Authorization: `Bearer ${token}` },
+  });
+  const frames: any[] = [];
+  const waiters: { type: string; resolve: (f: any) => void }[] = [];
+  ws.on("message", (data) => {
+    const f = JSON.parse(data.toString());
+    say(`<< ${f.type}${f.error ? ` ${f.error.code}` : ""}`);
+    const w = waiters.findIndex((x) => x.type === f.type);
+    if (w >= 0) waiters.splice(w, 1)[0]!.resolve(f);
+    else frames.push(f);
+  });
+  const next = (type: string) =>
+    new Promise<any>((resolve) => {
+      const i = frames.findIndex((f) => f.type === type);
+      if (i >= 0) resolve(frames.splice(i, 1)[0]);
+      else waiters.push({ type, resolve });
+    });
+  return new Promise((resolve, reject) => {
+    ws.once("open", () => resolve({ ws, next }));
+    ws.once("error", reject);
+  });
+}
+
+// 1. Connect, hello, receive the delivery.
+const first = await open();
+first.ws.send(JSON.stringify({ protocol_version: "1", type: "events.hello", message_id: id(), body: { subscription_id: sub.subscription.id, capacity: 1 } }));
+const welcome = await first.next("events.welcome");
+say(`session ${welcome.session_id}`);
+const deliver = await first.next("event.deliver");
+const proof = { delivery_id: deliver.body.delivery.id, epoch: deliver.body.delivery.lease_epoch, lease_secret: deliver.body.lease_secret };
+say(`delivery ${proof.delivery_id} epoch ${proof.epoch} for event ${deliver.body.event.id} (${deliver.body.event.type})`);
+
+// 2. (A real receiver saves event.id durably here.) ACK, and drop the connection before
+//    reading the reply: stop reading, give the node a moment to commit, then cut.
+first.ws.removeAllListeners("message"); // the reply will not be read
+(first.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+first.ws.send(JSON.stringify({ protocol_version: "1", type: "event.ack", message_id: id(), session_id: welcome.session_id, body: proof }));
+await new Promise((r) => setTimeout(r, 300));
+first.ws.terminate();
+say("connection dropped before the ACK's reply was read");
+
+// 3. A new connection, a new session, the SAME proof.
+const second = await open();
+second.ws.send(JSON.stringify({ protocol_version: "1", type: "events.hello", message_id: id(), body: { subscription_id: sub.subscription.id, capacity: 1 } }));
+const welcome2 = await second.next("events.welcome");
+say(`new session ${welcome2.session_id}`);
+second.ws.send(JSON.stringify({ protocol_version: "1", type: "event.ack", message_id: id(), session_id: welcome2.session_id, body: proof }));
+const ack = await second.next("ack");
+const detail = await client.getEventDelivery(sub.subscription.id, proof.delivery_id);
+say(`re-sent ACK: deduplicated=${ack.body.deduplicated} acknowledged_at=${ack.body.acknowledged_at}`);
+say(`delivery state ${detail.delivery.state}, acknowledged_at ${detail.delivery.acknowledged_at} (the original)`);
+second.ws.close(1000);
+if (!ack.body.deduplicated || ack.body.acknowledged_at !== detail.delivery.acknowledged_at) process.exitCode = 1;
