@@ -57,7 +57,12 @@ export function collectOperations(openapi) {
         .map(([status, r]) => [status, r.content["application/json"].schema]);
       const success = responses
         .filter(([status]) => /^2[0-9][0-9]$/.test(status))
-        .map(([status, r]) => ({ status: Number(status), hasBody: Boolean(r.content?.["application/json"]) }));
+        .map(([status, r]) => {
+          const types = Object.keys(r.content ?? {});
+          // A success body that is not the JSON envelope is served raw (the contract files).
+          const rawType = types.length && !types.includes("application/json") ? types[0] : undefined;
+          return { status: Number(status), hasBody: Boolean(r.content?.["application/json"]), rawType };
+        });
       const permission = op["x-orbit-permission"];
       if (typeof permission !== "string") throw new Error(`${op.operationId}: x-orbit-permission is missing`);
       ops.push({

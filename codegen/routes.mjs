@@ -36,6 +36,7 @@ function routeRow(op) {
       .map((p) => `{ name: ${q(p.name)}, required: ${p.required}, integer: ${isInteger(p.schema)} }`)
       .join(", ")}],`,
     `    successStatuses: [${op.success.map((s) => s.status).join(", ")}],`,
+    `    rawContentType: ${q(op.success.find((s) => s.rawType)?.rawType ?? null)},`,
     "  },",
   ].join("\n");
 }
@@ -48,7 +49,9 @@ function typesRow(op) {
   const results = op.success.map((s) =>
     s.hasBody
       ? `{ status: ${s.status}; data: ${o}["responses"][${s.status}]["content"]["application/json"]["data"] }`
-      : `{ status: ${s.status} }`,
+      : s.rawType
+        ? `{ status: ${s.status}; raw: string }`
+        : `{ status: ${s.status} }`,
   );
   return [
     `  ${op.operationId}: {`,
@@ -79,6 +82,8 @@ export function emitRoutes(openapi) {
     "  readonly pathParams: readonly string[];",
     "  readonly queryParams: readonly { readonly name: string; readonly required: boolean; readonly integer: boolean }[];",
     "  readonly successStatuses: readonly number[];",
+    "  /** Set when the success body is a file served as is (not the JSON envelope). */",
+    "  readonly rawContentType: string | null;",
     "}",
     "",
     "export const ROUTES = [",

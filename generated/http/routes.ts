@@ -14,6 +14,8 @@ export interface RouteSpec {
   readonly pathParams: readonly string[];
   readonly queryParams: readonly { readonly name: string; readonly required: boolean; readonly integer: boolean }[];
   readonly successStatuses: readonly number[];
+  /** Set when the success body is a file served as is (not the JSON envelope). */
+  readonly rawContentType: string | null;
 }
 
 export const ROUTES = [
@@ -29,6 +31,7 @@ export const ROUTES = [
     pathParams: ["id"],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "claimTask",
@@ -42,6 +45,7 @@ export const ROUTES = [
     pathParams: [],
     queryParams: [],
     successStatuses: [200, 204],
+    rawContentType: null,
   },
   {
     operationId: "completeAttempt",
@@ -55,6 +59,7 @@ export const ROUTES = [
     pathParams: ["attempt_id"],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "configureSubscription",
@@ -68,6 +73,7 @@ export const ROUTES = [
     pathParams: ["id"],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "connectEvents",
@@ -81,6 +87,7 @@ export const ROUTES = [
     pathParams: [],
     queryParams: [],
     successStatuses: [],
+    rawContentType: null,
   },
   {
     operationId: "createSubscription",
@@ -94,6 +101,7 @@ export const ROUTES = [
     pathParams: [],
     queryParams: [],
     successStatuses: [200, 201],
+    rawContentType: null,
   },
   {
     operationId: "getCurrentCredential",
@@ -107,6 +115,7 @@ export const ROUTES = [
     pathParams: [],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "getEventDelivery",
@@ -120,6 +129,21 @@ export const ROUTES = [
     pathParams: ["id", "delivery_id"],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
+  },
+  {
+    operationId: "getEventsSchema",
+    method: "GET",
+    path: "/v1/contract/events.schema.json",
+    routerPath: "/v1/contract/events.schema.json",
+    permission: "none",
+    idempotency: "none",
+    transport: "http",
+    hasBody: false,
+    pathParams: [],
+    queryParams: [],
+    successStatuses: [200],
+    rawContentType: "application/schema+json",
   },
   {
     operationId: "getHealth",
@@ -133,6 +157,21 @@ export const ROUTES = [
     pathParams: [],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
+  },
+  {
+    operationId: "getOpenapiDocument",
+    method: "GET",
+    path: "/v1/contract/openapi.yaml",
+    routerPath: "/v1/contract/openapi.yaml",
+    permission: "none",
+    idempotency: "none",
+    transport: "http",
+    hasBody: false,
+    pathParams: [],
+    queryParams: [],
+    successStatuses: [200],
+    rawContentType: "application/yaml",
   },
   {
     operationId: "getSubscription",
@@ -146,6 +185,7 @@ export const ROUTES = [
     pathParams: ["id"],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "getTask",
@@ -159,6 +199,7 @@ export const ROUTES = [
     pathParams: ["id"],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "listEventDeliveries",
@@ -172,6 +213,7 @@ export const ROUTES = [
     pathParams: ["id"],
     queryParams: [{ name: "limit", required: false, integer: true }, { name: "cursor", required: false, integer: false }, { name: "state", required: false, integer: false }],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "listSubscriptions",
@@ -185,6 +227,7 @@ export const ROUTES = [
     pathParams: [],
     queryParams: [{ name: "queue_id", required: true, integer: false }, { name: "limit", required: false, integer: true }, { name: "cursor", required: false, integer: false }],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "requeueAttempt",
@@ -198,6 +241,7 @@ export const ROUTES = [
     pathParams: ["attempt_id"],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "resolveTask",
@@ -211,6 +255,7 @@ export const ROUTES = [
     pathParams: ["id"],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "retryEventDelivery",
@@ -224,6 +269,7 @@ export const ROUTES = [
     pathParams: ["id", "delivery_id"],
     queryParams: [],
     successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "submitTask",
@@ -237,11 +283,12 @@ export const ROUTES = [
     pathParams: [],
     queryParams: [],
     successStatuses: [200, 201],
+    rawContentType: null,
   },
 ] as const satisfies readonly RouteSpec[];
 
 export type OperationId = (typeof ROUTES)[number]["operationId"];
-export type HttpOperationId = "cancelTask" | "claimTask" | "completeAttempt" | "configureSubscription" | "createSubscription" | "getCurrentCredential" | "getEventDelivery" | "getHealth" | "getSubscription" | "getTask" | "listEventDeliveries" | "listSubscriptions" | "requeueAttempt" | "resolveTask" | "retryEventDelivery" | "submitTask";
+export type HttpOperationId = "cancelTask" | "claimTask" | "completeAttempt" | "configureSubscription" | "createSubscription" | "getCurrentCredential" | "getEventDelivery" | "getEventsSchema" | "getHealth" | "getOpenapiDocument" | "getSubscription" | "getTask" | "listEventDeliveries" | "listSubscriptions" | "requeueAttempt" | "resolveTask" | "retryEventDelivery" | "submitTask";
 
 export interface OperationTypes {
   cancelTask: {
@@ -286,11 +333,23 @@ export interface OperationTypes {
     body: undefined;
     result: { status: 200; data: operations["getEventDelivery"]["responses"][200]["content"]["application/json"]["data"] };
   };
+  getEventsSchema: {
+    path: Record<string, never>;
+    query: Record<string, never>;
+    body: undefined;
+    result: { status: 200; raw: string };
+  };
   getHealth: {
     path: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
     result: { status: 200; data: operations["getHealth"]["responses"][200]["content"]["application/json"]["data"] };
+  };
+  getOpenapiDocument: {
+    path: Record<string, never>;
+    query: Record<string, never>;
+    body: undefined;
+    result: { status: 200; raw: string };
   };
   getSubscription: {
     path: operations["getSubscription"]["parameters"]["path"];

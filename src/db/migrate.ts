@@ -6,11 +6,11 @@
 // repaired by the next run. A database that has migrations this code does not know is
 // refused: an older node must not serve a newer schema.
 import { readdir, readFile } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
 import path from "node:path";
 import mysql from "mysql2/promise";
 import type { RowDataPacket } from "mysql2/promise";
 import { ensureDatabase, parseDatabaseUrl } from "./pool.js";
+import { MIGRATIONS_DIR } from "../config/paths.js";
 
 export interface Migration {
   readonly version: number;
@@ -21,8 +21,7 @@ export interface Migration {
 const LOCK_NAME = "orbit.migrate";
 const LOCK_TIMEOUT_S = 60;
 
-/** migrations/ at the package root; this file runs from dist/src/db/. */
-export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../migrations");
+export { MIGRATIONS_DIR };
 
 export async function loadMigrations(dir: string = MIGRATIONS_DIR): Promise<Migration[]> {
   const files = (await readdir(dir)).filter((f) => f.endsWith(".sql")).sort();

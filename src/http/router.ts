@@ -65,6 +65,10 @@ async function runOperation(ctx: Context, route: RouteSpec, deps: RouterDeps): P
     const result = await Promise.race([work, deadline]);
     ctx.status = result.status;
     if ("data" in result) ctx.body = success(ctx.state.requestId as string, result.data);
+    if ("raw" in result && route.rawContentType) {
+      ctx.type = route.rawContentType;
+      ctx.body = result.raw;
+    }
   } finally {
     clearTimeout(timer);
     // After a timeout the work goes on until its transaction rolls back; its outcome
@@ -82,7 +86,7 @@ function deadlineMs(route: RouteSpec, requestTimeoutMs: number): number {
   return route.operationId === "claimTask" ? requestTimeoutMs + MAX_CLAIM_WAIT_MS : requestTimeoutMs;
 }
 
-type AnyResult = { status: number; data?: unknown };
+type AnyResult = { status: number; data?: unknown; raw?: string };
 
 async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal: AbortSignal): Promise<AnyResult> {
   const caller = await resolveCaller(ctx, route, deps.pool);

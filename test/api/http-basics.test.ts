@@ -42,6 +42,21 @@ describe("HTTP basics", () => {
       assert.deepEqual(res.json.data, { status: "ok" });
     });
 
+    it("serves the contract it implements, byte for byte, to anyone", async () => {
+      const { readFileSync } = await import("node:fs");
+      const yaml = await request(node.url, { path: "/v1/contract/openapi.yaml" });
+      assert.equal(yaml.status, 200);
+      assert.match(String(yaml.headers["content-type"]), /^application\/yaml/);
+      assertCommonHeaders({ ...yaml, text: "" });
+      assert.equal(yaml.text, readFileSync("openapi.yaml", "utf8"));
+      const frames = await request(node.url, { path: "/v1/contract/events.schema.json" });
+      assert.equal(frames.status, 200);
+      assert.match(String(frames.headers["content-type"]), /^application\/schema\+json/);
+      assert.equal(frames.text, readFileSync("events.schema.json", "utf8"));
+      assertError(await request(node.url, { path: "/v1/contract/openapi.yaml?v=2" }), 400, "INVALID_ARGUMENT");
+      assertError(await request(node.url, { path: "/v1/contract/other.yaml" }), 404, "NOT_FOUND");
+    });
+
     it("uses a well-formed X-Request-ID from the caller and replaces a malformed one", async () => {
       const mine = "abcdefabcdefabcdefabcdefabcdef12";
       const a = await request(node.url, { path: "/v1/health", headers: [["X-Request-ID", mine]] });

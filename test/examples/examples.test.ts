@@ -21,7 +21,8 @@ describe("examples", function () {
 
   before(async () => {
     db = await freshDatabase("examples");
-    node = await startNode(db.url);
+    // A short lease: the demo's killed consumer held leases that must come back quickly.
+    node = await startNode(db.url, { ORBIT_LEASE_DURATION_MS: "2000" });
     env = { ORBIT_URL: node.url, ORBIT_DATABASE_URL: db.url };
   });
   after(async () => {

@@ -1,11 +1,9 @@
 // Every HTTP operation of the contract, each with its handler: the compiler refuses a
-// missing one. Operations that later issues implement answer NOT_IMPLEMENTED (501) in
-// the envelope — after authentication, the action check and full validation of the
-// request, so that clients and tests see the final contract's 400s already.
-import { ROUTES, type Handler, type HttpOperationId, type Implementation } from "../../../generated/http/routes.js";
-import { notImplemented } from "../../wire/errors.js";
+// missing one (generated Implementation type).
+import type { Implementation } from "../../../generated/http/routes.js";
 import type { HandlerContext } from "../router.js";
 import { getCurrentCredential, getHealth } from "./operator.js";
+import { getEventsSchema, getOpenapiDocument } from "./contract.js";
 import { cancelTaskHandler, getTask, resolveTaskHandler, submitTask } from "./tasks.js";
 import { claimTask, completeAttempt, requeueAttempt } from "./worker.js";
 import {
@@ -13,18 +11,12 @@ import {
   retryEventDelivery,
 } from "./subscriptions.js";
 
-function later<K extends HttpOperationId>(operationId: K): Handler<K, HandlerContext> {
-  const route = ROUTES.find((r) => r.operationId === operationId);
-  return async (req) => {
-    if (route?.idempotency === "required") req.idempotencyKey();
-    if (route?.hasBody) await req.body();
-    throw notImplemented();
-  };
-}
-
 export const handlers: Implementation<HandlerContext> = {
+  // Operator endpoints (Orbit's choice): health, "who am I", the published contract.
   getHealth,
   getCurrentCredential,
+  getOpenapiDocument,
+  getEventsSchema,
   // Tasks and workers (platform.md).
   submitTask,
   getTask,
