@@ -349,6 +349,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Liveness (Orbit's choice)
+         * @description The process is up and serving HTTP. Touches nothing else: a load balancer or orchestrator restarts a node that stops answering this. Public (no token).
+         */
+        get: operations["getLiveness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness (Orbit's choice)
+         * @description The database answers and every migration this node knows is applied: send traffic to this node. 503 UNAVAILABLE otherwise (database unreachable or schema behind). Public (no token).
+         */
+        get: operations["getReadiness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Prometheus metrics of this node (Orbit's choice)
+         * @description Prometheus text format (prom-client): HTTP requests by route and status, event connections, claims in flight and waiting, deliveries created/leased/acked/expired, ACK outcomes, database errors, and, read at scrape time, materialisation lag (head − cursor) and oldest PENDING age per subscription, plus process metrics. Public (no token): expose it on an internal network only. Carries ids, never a secret.
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/health": {
         parameters: {
             query?: never;
@@ -738,6 +798,12 @@ export interface components {
         Health: {
             /** @constant */
             status: "ok";
+        };
+        Readiness: {
+            /** @constant */
+            status: "ready";
+            /** @description The newest migration applied (equal to the newest this node knows). */
+            migration: number;
         };
         QueueRef: {
             id: components["schemas"]["Id"];
@@ -1707,6 +1773,82 @@ export interface operations {
                 };
                 content: {
                     "application/schema+json": string;
+                };
+            };
+            500: components["responses"]["Internal"];
+        };
+    };
+    getLiveness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process is up. */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["XRequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        request_id: components["schemas"]["Id"];
+                        data: components["schemas"]["Health"];
+                    };
+                };
+            };
+            500: components["responses"]["Internal"];
+        };
+    };
+    getReadiness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready. */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["XRequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        request_id: components["schemas"]["Id"];
+                        data: components["schemas"]["Readiness"];
+                    };
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics. */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["XRequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
                 };
             };
             500: components["responses"]["Internal"];

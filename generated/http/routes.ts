@@ -160,6 +160,34 @@ export const ROUTES = [
     rawContentType: null,
   },
   {
+    operationId: "getLiveness",
+    method: "GET",
+    path: "/healthz",
+    routerPath: "/healthz",
+    permission: "none",
+    idempotency: "none",
+    transport: "http",
+    hasBody: false,
+    pathParams: [],
+    queryParams: [],
+    successStatuses: [200],
+    rawContentType: null,
+  },
+  {
+    operationId: "getMetrics",
+    method: "GET",
+    path: "/metrics",
+    routerPath: "/metrics",
+    permission: "none",
+    idempotency: "none",
+    transport: "http",
+    hasBody: false,
+    pathParams: [],
+    queryParams: [],
+    successStatuses: [200],
+    rawContentType: "text/plain",
+  },
+  {
     operationId: "getOpenapiDocument",
     method: "GET",
     path: "/v1/contract/openapi.yaml",
@@ -172,6 +200,20 @@ export const ROUTES = [
     queryParams: [],
     successStatuses: [200],
     rawContentType: "application/yaml",
+  },
+  {
+    operationId: "getReadiness",
+    method: "GET",
+    path: "/readyz",
+    routerPath: "/readyz",
+    permission: "none",
+    idempotency: "none",
+    transport: "http",
+    hasBody: false,
+    pathParams: [],
+    queryParams: [],
+    successStatuses: [200],
+    rawContentType: null,
   },
   {
     operationId: "getSubscription",
@@ -288,7 +330,7 @@ export const ROUTES = [
 ] as const satisfies readonly RouteSpec[];
 
 export type OperationId = (typeof ROUTES)[number]["operationId"];
-export type HttpOperationId = "cancelTask" | "claimTask" | "completeAttempt" | "configureSubscription" | "createSubscription" | "getCurrentCredential" | "getEventDelivery" | "getEventsSchema" | "getHealth" | "getOpenapiDocument" | "getSubscription" | "getTask" | "listEventDeliveries" | "listSubscriptions" | "requeueAttempt" | "resolveTask" | "retryEventDelivery" | "submitTask";
+export type HttpOperationId = "cancelTask" | "claimTask" | "completeAttempt" | "configureSubscription" | "createSubscription" | "getCurrentCredential" | "getEventDelivery" | "getEventsSchema" | "getHealth" | "getLiveness" | "getMetrics" | "getOpenapiDocument" | "getReadiness" | "getSubscription" | "getTask" | "listEventDeliveries" | "listSubscriptions" | "requeueAttempt" | "resolveTask" | "retryEventDelivery" | "submitTask";
 
 export interface OperationTypes {
   cancelTask: {
@@ -345,11 +387,29 @@ export interface OperationTypes {
     body: undefined;
     result: { status: 200; data: operations["getHealth"]["responses"][200]["content"]["application/json"]["data"] };
   };
+  getLiveness: {
+    path: Record<string, never>;
+    query: Record<string, never>;
+    body: undefined;
+    result: { status: 200; data: operations["getLiveness"]["responses"][200]["content"]["application/json"]["data"] };
+  };
+  getMetrics: {
+    path: Record<string, never>;
+    query: Record<string, never>;
+    body: undefined;
+    result: { status: 200; raw: string };
+  };
   getOpenapiDocument: {
     path: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
     result: { status: 200; raw: string };
+  };
+  getReadiness: {
+    path: Record<string, never>;
+    query: Record<string, never>;
+    body: undefined;
+    result: { status: 200; data: operations["getReadiness"]["responses"][200]["content"]["application/json"]["data"] };
   };
   getSubscription: {
     path: operations["getSubscription"]["parameters"]["path"];

@@ -8,6 +8,7 @@ import { runServe } from "./serve.js";
 import { runPurge } from "./purge.js";
 import { runEvents } from "./events.js";
 import { runListen } from "./listen.js";
+import { runCredential } from "./credential.js";
 import { UsageError } from "./args.js";
 
 const USAGE = `orbit: reliable task-result subscriptions
@@ -18,7 +19,8 @@ Commands:
   migrate     apply the numbered SQL migrations (safe to run from several nodes at once)
   bootstrap   create a namespace, application, queues and a new credential; print its token
   serve       run a node: HTTP API and WebSocket event delivery
-  revoke      revoke a credential: its token authenticates nothing from then on
+  credential  credential revoke ID: its token authenticates nothing from then on
+  revoke      the same, as revoke --credential ID
   purge       delete old result events and raise the namespace's retention boundary
   events      print a namespace's committed result events as JSON lines
   listen      consume a subscription in the terminal: one JSON line per event
@@ -35,6 +37,7 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
   purge: runPurge,
   events: runEvents,
   listen: runListen,
+  credential: runCredential,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -85,3 +85,9 @@ async function applyPending(conn: mysql.Connection, all: Migration[]): Promise<M
   }
   return { applied, current: all.length };
 }
+
+/** The newest migration recorded in the database (0 before the first run). */
+export async function appliedVersion(db: import("mysql2/promise").Pool): Promise<number> {
+  const [rows] = await db.query<RowDataPacket[]>("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations");
+  return Number(rows[0]?.v ?? 0);
+}

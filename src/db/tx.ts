@@ -3,6 +3,7 @@
 // never commits behind the client's back.
 import type { Pool, PoolConnection } from "mysql2/promise";
 import { OrbitError, unavailable } from "../wire/errors.js";
+import { databaseErrors } from "../metrics.js";
 
 /** MySQL/MariaDB errors after which the whole transaction may simply be run again. */
 const RETRYABLE_SQL_ERRORS: Readonly<Record<number, string>> = {
@@ -30,7 +31,10 @@ export function isConnectionError(e: unknown): boolean {
 /** Maps driver failures that are the database's fault to UNAVAILABLE; others pass. */
 export function translateDbError(e: unknown): unknown {
   if (e instanceof OrbitError) return e;
-  if (isConnectionError(e)) return unavailable();
+  if (isConnectionError(e)) {
+    databaseErrors.inc({ kind: "unavailable" });
+    return unavailable();
+  }
   return e;
 }
 

@@ -29,6 +29,8 @@ import { newId } from "./identity.js";
 import { readStream, toWireEvent, type ResultEventWire } from "./result-log.js";
 import { toWireDelivery, type DeliveryWire } from "./deliveries.js";
 import { nowMs } from "./task-state.js";
+import { credentialRevoked } from "../db/queries/identity.js";
+import * as metrics from "../metrics.js";
 
 const LEASE_SECRET_BYTES = 32;
 
@@ -45,6 +47,8 @@ export interface Lease {
 
 export interface ClaimRequest {
   readonly subscriptionId: string;
+  /** The connection's credential: a claim re-checks that it was not revoked. */
+  readonly credentialId?: string;
   readonly sessionId: string;
   readonly capacity: number;
   readonly leaseDurationMs: number;
@@ -89,15 +93,21 @@ export async function materialise(tx: Tx, s: SubscriptionRow, now: Date): Promis
 }
 
 export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): Promise<ClaimOutcome> {
-  return withTransaction(
+  // Counted only once the transaction committed (a retried attempt starts from zero).
+  let counted = { created: 0, leased: 0, expired: 0 };
+  const out = await withTransaction(
     pool,
     async (tx) => {
+      counted = { created: 0, leased: 0, expired: 0 };
       const s = await selectSubscription(tx, r.subscriptionId, true);
       if (!s) throw new OrbitError("NOT_FOUND");
+      if (r.credentialId !== undefined && (await credentialRevoked(tx, r.credentialId))) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
       if (!s.enabled) return { leases: [], paused: true, held: await countHeld(tx, r.sessionId) };
       const now = nowMs();
-      await recoverExpiredLeases(tx, s.id, now);
-      await materialise(tx, s, now);
+      const recovered = await recoverExpiredLeases(tx, s.id, now);
+      const created = await materialise(tx, s, now);
+      counted.expired += recovered.expired;
+      counted.created += created;
       const held = await countHeld(tx, r.sessionId);
       const free = Math.min(r.capacity - held, r.maxLeases ?? r.capacity);
       if (free <= 0) return { leases: [], paused: false, held };
@@ -108,6 +118,7 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
       const leased = await leaseDeliveries(tx, secrets.map((x) => ({ id: x.id, digest: secretDigest(x.secret) })), r.sessionId, leaseUntil);
       // The subscription lock makes every PENDING row ours to lease.
       if (leased !== ids.length) throw new Error("a claimable delivery changed under the subscription lock");
+      counted.leased += leased;
       const bySecret = new Map(secrets.map((x) => [x.id, encodeBase64url(x.secret)]));
       const rows = await selectWithEvents(tx, ids);
       return {
@@ -119,6 +130,10 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
     signal,
     "READ COMMITTED",
   );
+  metrics.deliveries.inc({ stage: "created" }, counted.created);
+  metrics.deliveries.inc({ stage: "leased" }, counted.leased);
+  metrics.deliveries.inc({ stage: "expired" }, counted.expired);
+  return out;
 }
 
 export interface AckProof {
@@ -145,7 +160,8 @@ export async function ack(
   proofs: readonly AckProof[],
   signal?: AbortSignal,
 ): Promise<AckOutcome[]> {
-  return withTransaction(
+  let acked = 0;
+  const out = await withTransaction(
     pool,
     async (tx) => {
       const rows = new Map((await selectProofs(tx, who.subscriptionId, proofs.map((p) => p.deliveryId))).map((r) => [r.id, r]));
@@ -171,6 +187,7 @@ export async function ack(
       });
       if (fresh.length > 0) {
         await markAcked(tx, fresh, now);
+        acked = fresh.length;
         for (const id of fresh) {
           const row = rows.get(id)!;
           await insertAudit(tx, {
@@ -191,4 +208,6 @@ export async function ack(
     },
     signal,
   );
+  metrics.deliveries.inc({ stage: "acked" }, acked);
+  return out;
 }

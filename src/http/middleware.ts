@@ -5,6 +5,7 @@ import type { Context, Next } from "koa";
 import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
 import { describeError, type Logger } from "../log/index.js";
 import { failure } from "./envelope.js";
+import * as metrics from "../metrics.js";
 
 const REQUEST_ID_RE = /^[0-9a-f]{32}$/;
 
@@ -37,10 +38,13 @@ export function requestContext(log: Logger) {
     } catch (e) {
       writeError(ctx, e, log);
     } finally {
+      const route = (ctx.state.operationId as string | undefined) ?? "unmatched";
+      metrics.httpRequests.inc({ route, status: String(ctx.status) });
+      metrics.httpDuration.observe({ route }, Number(process.hrtime.bigint() - started) / 1e9);
       log.log("info", "request", {
         request_id: requestId,
         method: ctx.method,
-        route: (ctx.state.operationId as string | undefined) ?? "unmatched",
+        route,
         status: ctx.status,
         duration_ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
       });
@@ -59,7 +63,10 @@ function writeError(ctx: Context, e: unknown, log: Logger): void {
     // else is a bug and says nothing about itself.
     const expose = (e as { expose?: unknown })?.expose === true;
     err = code && expose ? new OrbitError(code) : new OrbitError("INTERNAL");
-    if (err.code === "INTERNAL") log.log("error", "unexpected error", { request_id: ctx.state.requestId as string, ...describeError(e) });
+    if (err.code === "INTERNAL") {
+      log.log("error", "unexpected error", { request_id: ctx.state.requestId as string, ...describeError(e) });
+      if (typeof (e as { errno?: unknown })?.errno === "number") metrics.databaseErrors.inc({ kind: "other" });
+    }
   }
   ctx.status = ERROR_CATALOGUE[err.code].status;
   for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);

@@ -6,6 +6,7 @@
 // ACK, ping and hello traffic. These bound this node's work; who may claim what, and how
 // much, is still decided by the database.
 import { CLAIM_POOL_GLOBAL, CLAIM_POOL_PER_APPLICATION, CLAIM_POOL_QUEUE, CLAIMS_PER_SCAN_ROUND } from "../config/limits.js";
+import { claimsInFlight, claimsWaiting } from "../metrics.js";
 
 export interface Claimant {
   readonly applicationId: string;
@@ -54,6 +55,7 @@ export class ClaimScheduler {
 
   /** One scan round: start up to CLAIMS_PER_SCAN_ROUND claims, rotating fairly. */
   private scan(): void {
+    this.publish();
     let started = 0;
     while (started < CLAIMS_PER_SCAN_ROUND && this.inFlight.size < CLAIM_POOL_GLOBAL) {
       const next = this.takeNext();
@@ -61,6 +63,12 @@ export class ClaimScheduler {
       this.start(next);
       started++;
     }
+    this.publish();
+  }
+
+  private publish(): void {
+    claimsInFlight.set(this.inFlight.size);
+    claimsWaiting.set(this.waitingCount);
   }
 
   /** The first waiting claimant of the first application with a free slot; rotates all three levels. */

@@ -21,6 +21,7 @@ import type { AckBatcher } from "./ack-batcher.js";
 import type { Claimant, ClaimScheduler } from "./claim-scheduler.js";
 import { ackFrame, deliverFrame, errorFrame, isAck, isHello, isPing, parseClientFrame, welcomeFrame } from "./frames.js";
 import type { EventAck, EventsHello, EventsPing } from "../../generated/ws/frames.js";
+import * as metrics from "../metrics.js";
 
 export interface ConnectionDeps {
   readonly pool: Pool;
@@ -198,6 +199,7 @@ export class EventConnection implements Claimant {
     } catch (e) {
       return this.dbFailure(e, f.message_id);
     }
+    metrics.ackOutcomes.inc({ outcome: !outcome.ok ? "lease_lost" : outcome.deduplicated ? "deduplicated" : "acked" });
     if (!outcome.ok) {
       this.send(errorFrame("DELIVERY_LEASE_LOST", "the proof was replaced by a newer lease or is not valid", f.message_id, this.sessionId));
       return;
@@ -229,6 +231,7 @@ export class EventConnection implements Claimant {
     try {
       const out = await claim(this.deps.claimPool, {
         subscriptionId: this.subscriptionId,
+        credentialId: this.caller.credentialId,
         sessionId: this.sessionId,
         capacity: this.capacity,
         leaseDurationMs: this.deps.leaseDurationMs,

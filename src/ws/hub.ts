@@ -18,6 +18,7 @@ import { ClaimScheduler } from "./claim-scheduler.js";
 import { CLOSE, EventConnection } from "./connection.js";
 import { checkOrigin, checkHandshake, SUBPROTOCOL } from "./guard.js";
 import { randomBytes } from "node:crypto";
+import * as metrics from "../metrics.js";
 
 /** How often a node looks for results committed by other nodes. */
 export const HEAD_POLL_MS = 500;
@@ -89,9 +90,13 @@ export class EventHub {
           acks: this.acks,
           recheckMs: Math.min(10_000, Math.max(100, Math.floor(this.deps.leaseDurationMs / 3))),
           onBound: () => undefined,
-          onClosed: (c) => this.connections.delete(c),
+          onClosed: (c) => {
+            this.connections.delete(c);
+            metrics.eventConnections.set(this.connections.size);
+          },
         });
         this.connections.add(conn);
+        metrics.eventConnections.set(this.connections.size);
       });
     } catch (e) {
       if (e instanceof OrbitError) return writeRawError(socket, e.code, e.headers as Record<string, string>);

@@ -115,3 +115,9 @@ export async function selectNamespaceId(db: Pool | Tx, name: string): Promise<st
   const [rows] = await db.query<RowDataPacket[]>("SELECT id FROM namespaces WHERE name = ?", [name]);
   return rows[0]?.id as string | undefined;
 }
+
+/** Takes a credential id; true when it is revoked (or gone). */
+export async function credentialRevoked(db: Pool | Tx, id: string): Promise<boolean> {
+  const [rows] = await db.query<RowDataPacket[]>("SELECT revoked_at FROM credentials WHERE id = ?", [id]);
+  return rows.length === 0 || rows[0]!.revoked_at !== null;
+}

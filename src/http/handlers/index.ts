@@ -2,7 +2,7 @@
 // missing one (generated Implementation type).
 import type { Implementation } from "../../../generated/http/routes.js";
 import type { HandlerContext } from "../router.js";
-import { getCurrentCredential, getHealth } from "./operator.js";
+import { getCurrentCredential, getHealth, getLiveness, getMetrics, getReadiness } from "./operator.js";
 import { getEventsSchema, getOpenapiDocument } from "./contract.js";
 import { cancelTaskHandler, getTask, resolveTaskHandler, submitTask } from "./tasks.js";
 import { claimTask, completeAttempt, requeueAttempt } from "./worker.js";
@@ -14,6 +14,9 @@ import {
 export const handlers: Implementation<HandlerContext> = {
   // Operator endpoints (Orbit's choice): health, "who am I", the published contract.
   getHealth,
+  getLiveness,
+  getReadiness,
+  getMetrics,
   getCurrentCredential,
   getOpenapiDocument,
   getEventsSchema,

@@ -1,6 +1,10 @@
 // Operator endpoints the spec is silent on (documented in openapi.yaml): a health check
 // for load balancers and a "who am I" for token holders.
 import type { Handler } from "../../../generated/http/routes.js";
+import { appliedVersion, loadMigrations } from "../../db/migrate.js";
+import { refreshDatabaseGauges } from "../../domain/usage-metrics.js";
+import { registry } from "../../metrics.js";
+import { unavailable } from "../../wire/errors.js";
 import type { HandlerContext } from "../router.js";
 
 export const getHealth: Handler<"getHealth", HandlerContext> = async (_req, ctx) => {
@@ -20,4 +24,18 @@ export const getCurrentCredential: Handler<"getCurrentCredential", HandlerContex
       queues: [...caller.queues].map(([id, name]) => ({ id, name })).sort((a, b) => a.name.localeCompare(b.name)),
     },
   };
+};
+
+export const getLiveness: Handler<"getLiveness", HandlerContext> = async () => ({ status: 200, data: { status: "ok" } });
+
+/** Ready: the database answers and the schema is the one this code knows. */
+export const getReadiness: Handler<"getReadiness", HandlerContext> = async (_req, ctx) => {
+  const [applied, known] = await Promise.all([appliedVersion(ctx.pool), loadMigrations()]);
+  if (applied !== known.length) throw unavailable();
+  return { status: 200, data: { status: "ready", migration: applied } };
+};
+
+export const getMetrics: Handler<"getMetrics", HandlerContext> = async (_req, ctx) => {
+  await refreshDatabaseGauges(ctx.pool);
+  return { status: 200, raw: await registry.metrics() };
 };

@@ -1,0 +1,20 @@
+import { runRevoke } from "./revoke.js";
+import { UsageError } from "./args.js";
+
+const HELP = `Usage: orbit credential revoke ID
+
+Revokes the credential ID: from then on its token gets 401 UNAUTHENTICATED on every
+request, and open event connections using it are closed with UNAUTHENTICATED at their
+next ping or claim. Its subscriptions, deliveries and audit records are kept.
+(The same as "orbit revoke --credential ID".)
+`;
+
+export async function runCredential(argv: string[]): Promise<number> {
+  const [sub, id, ...rest] = argv;
+  if (sub === "--help" || sub === "-h" || (sub === "revoke" && (id === "--help" || id === "-h"))) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  if (sub !== "revoke" || id === undefined || rest.length > 0) throw new UsageError(`expected "credential revoke ID"\n\n${HELP}`);
+  return runRevoke(["--credential", id]);
+}

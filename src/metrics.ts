@@ -1,0 +1,65 @@
+// Prometheus metrics of a node (prom-client), exposed at GET /metrics. A leaf module:
+// the layers that count import it; it imports nothing of the project.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: "orbit_" });
+
+export const httpRequests = new Counter({
+  name: "orbit_http_requests_total",
+  help: "HTTP requests by operation and status.",
+  labelNames: ["route", "status"] as const,
+  registers: [registry],
+});
+
+export const httpDuration = new Histogram({
+  name: "orbit_http_request_duration_seconds",
+  help: "HTTP request duration by operation.",
+  labelNames: ["route"] as const,
+  buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 8, 30],
+  registers: [registry],
+});
+
+export const eventConnections = new Gauge({
+  name: "orbit_event_connections",
+  help: "Open event connections on this node (bound or awaiting hello).",
+  registers: [registry],
+});
+
+export const claimsInFlight = new Gauge({ name: "orbit_claims_in_flight", help: "Claims running on this node.", registers: [registry] });
+export const claimsWaiting = new Gauge({ name: "orbit_claims_waiting", help: "Connections waiting for a claim on this node.", registers: [registry] });
+
+export const deliveries = new Counter({
+  name: "orbit_deliveries_total",
+  help: "Delivery transitions made by this node: created (materialised), leased, acked, expired (budget spent).",
+  labelNames: ["stage"] as const,
+  registers: [registry],
+});
+
+export const ackOutcomes = new Counter({
+  name: "orbit_ack_outcomes_total",
+  help: "ACK frames by outcome: acked, deduplicated, lease_lost.",
+  labelNames: ["outcome"] as const,
+  registers: [registry],
+});
+
+export const databaseErrors = new Counter({
+  name: "orbit_database_errors_total",
+  help: "Database failures seen by this node: unavailable (connection), other.",
+  labelNames: ["kind"] as const,
+  registers: [registry],
+});
+
+export const materialisationLag = new Gauge({
+  name: "orbit_materialisation_lag_events",
+  help: "Per subscription: committed stream head minus cursor_sequence (read at scrape time).",
+  labelNames: ["subscription_id"] as const,
+  registers: [registry],
+});
+
+export const oldestPendingAge = new Gauge({
+  name: "orbit_oldest_pending_age_seconds",
+  help: "Per subscription: age of the oldest PENDING delivery (read at scrape time).",
+  labelNames: ["subscription_id"] as const,
+  registers: [registry],
+});

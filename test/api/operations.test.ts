@@ -1,0 +1,109 @@
+// Operating Orbit (issue 7 item 5): liveness, readiness, Prometheus metrics, and
+// credential revocation reaching open event connections at their next claim.
+import { strict as assert } from "node:assert";
+import { readdirSync } from "node:fs";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, type Client } from "../helpers/api.js";
+import { request } from "../helpers/http.js";
+import { assertContract, assertError } from "../helpers/contract.js";
+import { connect } from "../helpers/ws.js";
+
+describe("operating a node", function () {
+  this.timeout(60000);
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let cred: BootstrapOutput;
+  let api: Client;
+
+  before(async () => {
+    db = await freshDatabase("operations");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+    node = await startNode(db.url);
+    api = client(node.url, cred.token);
+  });
+  after(async () => {
+    await node?.stop();
+    await db?.drop();
+  });
+
+  it("answers /healthz while the process is up, without a token", async () => {
+    const res = await request(node.url, { path: "/healthz" });
+    assert.equal(res.status, 200);
+    assertContract("getLiveness", res);
+    assert.deepEqual(res.json.data, { status: "ok" });
+  });
+
+  it("answers /readyz only when every known migration is applied", async () => {
+    const migrations = readdirSync("migrations").filter((f) => f.endsWith(".sql")).length;
+    const ready = await request(node.url, { path: "/readyz" });
+    assert.equal(ready.status, 200);
+    assertContract("getReadiness", ready);
+    assert.deepEqual(ready.json.data, { status: "ready", migration: migrations });
+    const c = await db.connect();
+    try {
+      await c.query("DELETE FROM schema_migrations WHERE version = ?", [migrations]);
+      const behind = await request(node.url, { path: "/readyz" });
+      assertError(behind, 503, "UNAVAILABLE");
+      assertContract("getReadiness", behind);
+    } finally {
+      await c.query("INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, 'restored', UTC_TIMESTAMP(3))", [migrations]);
+      await c.end();
+    }
+    assert.equal((await request(node.url, { path: "/readyz" })).status, 200);
+  });
+
+  it("exposes Prometheus metrics: requests, connections, claims, deliveries, ACKs, lag and pending age", async () => {
+    const q = cred.queues[0]!.id;
+    const sub = (await api.post("/v1/subscriptions", { name: "metered", queue_id: q, max_pending: 3 })).json.data.subscription.id;
+    for (let i = 0; i < 5; i++) {
+      const t = (await api.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
+      await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+    }
+    const s = await connect(node.url, { token: cred.token });
+    await s.hello(sub, 1);
+    const d = await s.nextOfType("event.deliver");
+    await s.ack(d);
+    await s.ack(d);
+    await s.nextOfType("event.deliver");
+    const res = await request(node.url, { path: "/metrics" });
+    assert.equal(res.status, 200);
+    assert.match(String(res.headers["content-type"]), /^text\/plain/);
+    const m = res.text;
+    const value = (re: RegExp) => Number(re.exec(m)?.[1] ?? NaN);
+    assert.ok(value(/orbit_http_requests_total\{route="submitTask",status="201"\} (\d+)/) >= 5);
+    assert.equal(value(/^orbit_event_connections (\d+)/m), 1);
+    assert.match(m, /^orbit_claims_in_flight \d+/m);
+    assert.match(m, /^orbit_claims_waiting \d+/m);
+    assert.ok(value(/orbit_deliveries_total\{stage="created"\} (\d+)/) >= 3);
+    assert.ok(value(/orbit_deliveries_total\{stage="leased"\} (\d+)/) >= 2);
+    assert.equal(value(/orbit_deliveries_total\{stage="acked"\} (\d+)/), 1);
+    assert.equal(value(/orbit_ack_outcomes_total\{outcome="acked"\} (\d+)/), 1);
+    assert.equal(value(/orbit_ack_outcomes_total\{outcome="deduplicated"\} (\d+)/), 1);
+    assert.equal(value(new RegExp(`orbit_materialisation_lag_events\\{subscription_id="${sub}"\\} (\\d+)`)), 1, "head 5, cursor 4 (backlog full)");
+    assert.ok(value(new RegExp(`orbit_oldest_pending_age_seconds\\{subscription_id="${sub}"\\} ([0-9.e-]+)`)) >= 0);
+    assert.match(m, /orbit_process_resident_memory_bytes/);
+    assert.ok(!m.includes(cred.token.slice(-43)), "no secret in metrics");
+    s.close();
+  });
+
+  it("closes an open event connection at its next claim once the credential is revoked", async () => {
+    const other = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+    const otherApi = client(node.url, other.token);
+    const q = other.queues[0]!.id;
+    const sub = (await otherApi.post("/v1/subscriptions", { name: "revoked", queue_id: q })).json.data.subscription.id;
+    const s = await connect(node.url, { token: other.token });
+    await s.hello(sub, 1);
+    const res = await runCli(["credential", "revoke", other.credential_id], { ORBIT_DATABASE_URL: db.url });
+    assert.equal(res.code, 0, res.stderr);
+    // A new result wakes the connection's claim, which finds the credential revoked.
+    const t = (await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task;
+    await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+    const e = await s.nextOfType("error");
+    assert.equal(e.error!.code, "UNAUTHENTICATED");
+    assert.equal(e.reply_to, undefined, "found by the claim, not a request");
+    assert.equal((await s.closed).code, 1008);
+    assert.equal(s.frames.filter((f) => f.type === "event.deliver").length, 0, "nothing was delivered to it");
+    assertError(await otherApi.get(`/v1/subscriptions/${sub}`), 401, "UNAUTHENTICATED");
+  });
+});
