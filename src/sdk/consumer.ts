@@ -11,7 +11,8 @@ import { EventConnection, OrbitEventError, type Delivery, type Proof } from "./e
 import type { EventDelivery, ResultEvent } from "./types.js";
 
 export interface ConsumerOptions {
-  readonly baseUrl: string;
+  /** A node, or several: after a failed or closed connection the next one is tried. */
+  readonly baseUrl: string | readonly string[];
   readonly token: string;
   readonly subscriptionId: string;
   /** 1-32 (default 8). */
@@ -59,10 +60,11 @@ export class Consumer {
     const initial = this.o.backoff?.initialMs ?? 100;
     const max = this.o.backoff?.maxMs ?? 10_000;
     let delay = initial;
-    while (!this.draining) {
+    const urls = typeof this.o.baseUrl === "string" ? [this.o.baseUrl] : this.o.baseUrl;
+    for (let attempt = 0; !this.draining; attempt++) {
       try {
         const conn = await EventConnection.open({
-          baseUrl: this.o.baseUrl,
+          baseUrl: urls[attempt % urls.length]!,
           token: this.o.token,
           subscriptionId: this.o.subscriptionId,
           capacity: this.o.capacity ?? 8,

@@ -1,5 +1,5 @@
-// Two `orbit serve` nodes on one database, three consumers spread over them on one
-// subscription, 500 results: every delivery ends ACKED exactly once, no connection ever
+// Two (then three) `orbit serve` nodes on one database, consumers spread over them on one
+// subscription, 500 (300) results: every delivery ends ACKED exactly once, no connection ever
 // holds more than its capacity (checked in the database while it runs, and by each
 // consumer), and every event reaches the consumers at least once.
 import { strict as assert } from "node:assert";
@@ -8,10 +8,11 @@ import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../h
 import { client } from "../helpers/api.js";
 import { connect, type Frame, type TestSocket } from "../helpers/ws.js";
 
-const RESULTS = 500;
-const CAPACITIES = [4, 2, 8];
-
-describe("a cluster of two nodes with three consumers", function () {
+for (const [NODES, RESULTS, CAPACITIES] of [
+  [2, 500, [4, 2, 8]],
+  [3, 300, [3, 5, 1, 8, 2, 4]],
+] as const) {
+describe(`a cluster of ${NODES} nodes with ${CAPACITIES.length} consumers spread over them`, function () {
   this.timeout(180000);
   let db: TestDatabase;
   let nodes: OrbitNode[];
@@ -19,9 +20,9 @@ describe("a cluster of two nodes with three consumers", function () {
   const sockets: TestSocket[] = [];
 
   before(async () => {
-    db = await freshDatabase("ws_cluster");
+    db = await freshDatabase(`ws_cluster_${NODES}`);
     cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
-    nodes = await Promise.all([startNode(db.url), startNode(db.url)]);
+    nodes = await Promise.all(Array.from({ length: NODES }, () => startNode(db.url)));
   });
   after(async () => {
     for (const s of sockets) s.ws.terminate();
@@ -29,7 +30,7 @@ describe("a cluster of two nodes with three consumers", function () {
     await db?.drop();
   });
 
-  it("delivers all 500 results, ACKed exactly once each, within every capacity", async () => {
+  it(`delivers all ${RESULTS} results, ACKed exactly once each, within every capacity`, async () => {
     const q = cred.queues[0]!.id;
     const api = client(nodes[0]!.url, cred.token);
     const sub = (await api.post("/v1/subscriptions", { name: "all", queue_id: q, max_pending: 200 })).json.data.subscription.id;
@@ -38,7 +39,7 @@ describe("a cluster of two nodes with three consumers", function () {
     let acked = 0;
     const done = new Promise<void>((resolve) => {
       CAPACITIES.forEach(async (capacity, i) => {
-        const s = await connect(nodes[i % 2]!.url, { token: cred.token });
+        const s = await connect(nodes[i % NODES]!.url, { token: cred.token });
         sockets.push(s);
         let outstanding = 0;
         s.ws.on("message", (data) => {
@@ -85,7 +86,7 @@ describe("a cluster of two nodes with three consumers", function () {
     let next = 0;
     await Promise.all(
       Array.from({ length: 8 }, async (_, w) => {
-        const p = client(nodes[w % 2]!.url, cred.token);
+        const p = client(nodes[w % NODES]!.url, cred.token);
         while (next < RESULTS) {
           next++;
           const t = (await p.post("/v1/tasks", { queue_id: q, input: next })).json.data.task;
@@ -116,7 +117,9 @@ describe("a cluster of two nodes with three consumers", function () {
     } finally {
       await c.end();
     }
-    const perNode = sockets.map((s) => s.frames.filter((f) => f.type === "event.deliver").length);
-    assert.ok(perNode.filter((n) => n > 0).length >= 2, `consumers on both nodes took part: ${perNode}`);
+    const perConsumer = sockets.map((s) => s.frames.filter((f) => f.type === "event.deliver").length);
+    const perNode = nodes.map((_, n) => perConsumer.filter((_, i) => i % NODES === n).reduce((a, b) => a + b, 0));
+    assert.ok(perNode.every((x) => x > 0), `consumers on every node took part: ${perNode}`);
   });
 });
+}

@@ -34,7 +34,18 @@ describe("when the database goes away", function () {
     const sub = (await api.post("/v1/subscriptions", { name: "s", queue_id: cred.queues[0]!.id })).json.data.subscription.id;
     const s = await connect(node.url, { token: cred.token });
     await s.hello(sub, 1);
+    const count = async () => {
+      const c = await db.connect();
+      try {
+        const [[t]] = (await c.query("SELECT (SELECT COUNT(*) FROM tasks) + (SELECT COUNT(*) FROM result_events) + (SELECT COUNT(*) FROM idempotency_keys) AS n")) as any;
+        return Number(t.n);
+      } finally {
+        await c.end();
+      }
+    };
+    const rowsBefore = await count();
     proxy.cut();
+    assertError(await api.get("/readyz"), 503, "UNAVAILABLE");
     const health = await api.get("/v1/health");
     assertError(health, 503, "UNAVAILABLE");
     assert.equal(health.headers["retry-after"], "1");
@@ -48,6 +59,7 @@ describe("when the database goes away", function () {
     assert.equal((await s.closed).code, 1013);
     for (const leak of ["ECONN", "PROTOCOL_", "mysql", "SELECT"]) assert.ok(!JSON.stringify([health.json, write.json, e]).includes(leak));
 
+    assert.equal(await count(), rowsBefore, "nothing half-written stays behind");
     proxy.restore();
     let ok = false;
     for (let i = 0; i < 50 && !ok; i++) {
