@@ -88,7 +88,9 @@ export class EventHub {
           ...this.deps,
           scheduler: this.scheduler,
           acks: this.acks,
-          recheckMs: Math.min(10_000, Math.max(100, Math.floor(this.deps.leaseDurationMs / 3))),
+          // Lease recovery needs a claim now and then even without new results; once per
+          // lease period (30 s by default) keeps an idle connection near 0.3 queries/s.
+          recheckMs: Math.min(30_000, Math.max(100, this.deps.leaseDurationMs)),
           onBound: () => undefined,
           onClosed: (c) => {
             this.connections.delete(c);
