@@ -20,8 +20,8 @@ import {
   selectProofs, selectWithEvents, updateCursor,
 } from "../db/queries/deliveries.js";
 import { selectMatchingEvents } from "../db/queries/result-log.js";
-import { selectSubscription, type SubscriptionRow } from "../db/queries/subscriptions.js";
-import { insertAudit } from "../db/queries/audit.js";
+import { selectSubscriptionForClaim, type SubscriptionRow } from "../db/queries/subscriptions.js";
+import { insertAudits } from "../db/queries/audit.js";
 import { OrbitError } from "../wire/errors.js";
 import { encodeBase64url } from "../wire/base64url.js";
 import { formatTimestamp } from "../wire/time.js";
@@ -70,10 +70,11 @@ export interface ClaimOutcome {
  * EVENT_HISTORY_EXPIRED.
  */
 export async function materialise(tx: Tx, s: SubscriptionRow, now: Date): Promise<number> {
-  const room = s.max_pending - (await countPending(tx, s.id));
-  if (room <= 0) return 0;
+  // Cheapest test first: nothing new in the log means nothing to count or scan.
   const { head, retentionBoundary } = await readStream(tx, s.namespace_id);
   if (BigInt(s.cursor_sequence) >= BigInt(head)) return 0;
+  const room = s.max_pending - (await countPending(tx, s.id));
+  if (room <= 0) return 0;
   if (BigInt(s.cursor_sequence) < BigInt(retentionBoundary)) {
     throw new OrbitError("EVENT_HISTORY_EXPIRED", `events after ${s.cursor_sequence} up to ${retentionBoundary} were purged before delivery`);
   }
@@ -99,7 +100,7 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
     pool,
     async (tx) => {
       counted = { created: 0, leased: 0, expired: 0 };
-      const s = await selectSubscription(tx, r.subscriptionId, true);
+      const s = await selectSubscriptionForClaim(tx, r.subscriptionId);
       if (!s) throw new OrbitError("NOT_FOUND");
       if (r.credentialId !== undefined && (await credentialRevoked(tx, r.credentialId))) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
       if (!s.enabled) return { leases: [], paused: true, held: await countHeld(tx, r.sessionId) };
@@ -188,21 +189,24 @@ export async function ack(
       if (fresh.length > 0) {
         await markAcked(tx, fresh, now);
         acked = fresh.length;
-        for (const id of fresh) {
-          const row = rows.get(id)!;
-          await insertAudit(tx, {
-            id: newId(),
-            namespaceId: who.namespaceId,
-            credentialId: who.credentialId,
-            subscriptionId: who.subscriptionId,
-            deliveryId: id,
-            action: "delivery.ack",
-            details: { epoch: row.lease_epoch, state_before: row.state },
-            revisionBefore: row.revision,
-            revisionAfter: (BigInt(row.revision) + 1n).toString(),
-            at: now,
-          });
-        }
+        await insertAudits(
+          tx,
+          fresh.map((id) => {
+            const row = rows.get(id)!;
+            return {
+              id: newId(),
+              namespaceId: who.namespaceId,
+              credentialId: who.credentialId,
+              subscriptionId: who.subscriptionId,
+              deliveryId: id,
+              action: "delivery.ack" as const,
+              details: { epoch: row.lease_epoch, state_before: row.state },
+              revisionBefore: row.revision,
+              revisionAfter: (BigInt(row.revision) + 1n).toString(),
+              at: now,
+            };
+          }),
+        );
       }
       return outcomes;
     },

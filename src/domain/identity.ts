@@ -5,7 +5,7 @@
 // is resolved from the token alone.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Pool } from "../db/types.js";
-import { selectCredential, selectCredentialQueues } from "../db/queries/identity.js";
+import { selectCredentialWithQueues } from "../db/queries/identity.js";
 import { decodeBase64urlCanonical, encodeBase64url } from "../wire/base64url.js";
 import { permissionDenied, unauthenticated } from "../wire/errors.js";
 
@@ -88,11 +88,11 @@ export async function authenticate(pool: Pool, header: string | undefined): Prom
   const token = bearerToken(header);
   const parsed = token === undefined ? undefined : parseToken(token);
   if (!parsed) throw unauthenticated();
-  const row = await selectCredential(pool, parsed.credentialId);
+  const row = await selectCredentialWithQueues(pool, parsed.credentialId);
   const presented = digestSecret(parsed.secret);
   const matches = timingSafeEqual(presented, row ? Buffer.from(row.secret_digest) : DUMMY_DIGEST);
   if (!row || !matches || row.revoked_at !== null) throw unauthenticated();
-  const queues = await selectCredentialQueues(pool, row.id);
+  const queues = row.queues;
   return {
     namespaceId: row.namespace_id,
     applicationId: row.application_id,

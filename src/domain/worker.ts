@@ -5,7 +5,7 @@
 import type { Pool, Tx } from "../db/types.js";
 import { withTransaction } from "../db/tx.js";
 import {
-  endAttempt, insertAttempt, selectAttempt, selectExpired, selectNextQueued, selectTask, type TaskRow,
+  endAttempt, insertAttempt, selectAttemptWithTask, selectExpired, selectNextQueued, selectTask, type TaskRow,
 } from "../db/queries/tasks.js";
 import { notFound, stateConflict } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
@@ -105,13 +105,12 @@ const OUTCOMES = {
   needs_review: { to: "NEEDS_REVIEW", reason: "WORKER_NEEDS_REVIEW" },
 } as const;
 
-/** Finds the attempt's task, locked, within the caller's scope (else 404). */
+/** Finds the attempt and its task, both locked, within the caller's scope (else 404). */
 async function attemptTask(tx: Tx, caller: Caller, attemptId: string) {
-  const attempt = await selectAttempt(tx, attemptId);
-  if (!attempt) throw notFound();
-  const task = inScope(caller, await selectTask(tx, attempt.task_id, true));
-  // Re-read under the task lock: the attempt may have ended while we waited for it.
-  return { attempt: (await selectAttempt(tx, attemptId))!, task };
+  const found = await selectAttemptWithTask(tx, attemptId, true);
+  if (!found) throw notFound();
+  inScope(caller, found.task);
+  return found;
 }
 
 /**

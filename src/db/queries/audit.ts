@@ -16,10 +16,16 @@ export interface AuditRecord {
 }
 
 export async function insertAudit(tx: Tx, a: AuditRecord): Promise<void> {
+  await insertAudits(tx, [a]);
+}
+
+/** Several records in one statement (a batch of ACKs writes one per delivery). */
+export async function insertAudits(tx: Tx, records: readonly AuditRecord[]): Promise<void> {
+  if (records.length === 0) return;
   await tx.query(
     `INSERT INTO audit_records (id, namespace_id, credential_id, subscription_id, delivery_id, action, details, reason,
                                 revision_before, revision_after, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    [a.id, a.namespaceId, a.credentialId, a.subscriptionId, a.deliveryId ?? null, a.action, JSON.stringify(a.details), a.reason ?? null, a.revisionBefore, a.revisionAfter, a.at],
+     VALUES ?`,
+    [records.map((a) => [a.id, a.namespaceId, a.credentialId, a.subscriptionId, a.deliveryId ?? null, a.action, JSON.stringify(a.details), a.reason ?? null, a.revisionBefore, a.revisionAfter, a.at])],
   );
 }

@@ -12,31 +12,30 @@ export interface CredentialRow {
   revoked_at: Date | null;
 }
 
-/** Takes a credential id; returns the credential with its digest, or undefined. */
-export async function selectCredential(db: Pool | Tx, id: string): Promise<CredentialRow | undefined> {
-  const [rows] = await db.query<(CredentialRow & RowDataPacket)[]>(
-    `SELECT id, namespace_id, application_id, secret_digest, actions, revoked_at
-       FROM credentials WHERE id = ?`,
+/**
+ * Takes a credential id; returns the credential and its queue scope in one round trip
+ * (every request authenticates: one query, not two).
+ */
+export async function selectCredentialWithQueues(db: Pool | Tx, id: string): Promise<(CredentialRow & { queues: QueueRow[] }) | undefined> {
+  const [rows] = await db.query<(CredentialRow & { queue_id: string | null; queue_name: string | null } & RowDataPacket)[]>(
+    `SELECT c.id, c.namespace_id, c.application_id, c.secret_digest, c.actions, c.revoked_at,
+            q.id AS queue_id, q.name AS queue_name
+       FROM credentials c
+       LEFT JOIN credential_queues cq ON cq.credential_id = c.id
+       LEFT JOIN queues q ON q.id = cq.queue_id
+      WHERE c.id = ?
+      ORDER BY q.name`,
     [id],
   );
-  return rows[0];
+  const first = rows[0];
+  if (!first) return undefined;
+  const queues = rows.filter((r) => r.queue_id !== null).map((r) => ({ id: r.queue_id!, name: r.queue_name! }));
+  return { id: first.id, namespace_id: first.namespace_id, application_id: first.application_id, secret_digest: first.secret_digest, actions: first.actions, revoked_at: first.revoked_at, queues };
 }
 
 export interface QueueRow {
   id: string;
   name: string;
-}
-
-/** Takes a credential id; returns the queues in its scope, by name. */
-export async function selectCredentialQueues(db: Pool | Tx, credentialId: string): Promise<QueueRow[]> {
-  const [rows] = await db.query<(QueueRow & RowDataPacket)[]>(
-    `SELECT q.id, q.name
-       FROM credential_queues cq JOIN queues q ON q.id = cq.queue_id
-      WHERE cq.credential_id = ?
-      ORDER BY q.name`,
-    [credentialId],
-  );
-  return rows;
 }
 
 /**

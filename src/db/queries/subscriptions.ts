@@ -33,6 +33,20 @@ export async function selectSubscription(db: Pool | Tx, id: string, lock = false
   return rows[0] ? { ...rows[0], pending_count: Number(rows[0].pending_count) } : undefined;
 }
 
+/**
+ * The claim's lock on a subscription: the row alone, without the pending count the
+ * management reads add (the claim counts only when it needs to).
+ */
+export async function selectSubscriptionForClaim(tx: Tx, id: string): Promise<SubscriptionRow | undefined> {
+  const [rows] = await tx.query<(SubscriptionRow & RowDataPacket)[]>(
+    `SELECT id, namespace_id, application_id, credential_id, queue_id, name, revision, enabled, types, cursor_sequence,
+            max_pending, max_attempts, created_at, updated_at, 0 AS pending_count
+       FROM subscriptions WHERE id = ? FOR UPDATE`,
+    [id],
+  );
+  return rows[0];
+}
+
 /** Takes an owner, a queue and a page position; returns up to limit rows, newest first. */
 export async function selectSubscriptionPage(
   db: Pool,

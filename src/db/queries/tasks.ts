@@ -127,14 +127,6 @@ export async function insertAttempt(
   );
 }
 
-export async function selectAttempt(db: Pool | Tx, id: string): Promise<AttemptRow | undefined> {
-  const [rows] = await db.query<(AttemptRow & RowDataPacket)[]>(
-    "SELECT id, task_id, number, lease_until, ended_by, end_body FROM task_attempts WHERE id = ?",
-    [id],
-  );
-  return rows[0];
-}
-
 /** Records how an attempt ended: by a worker call (with its canonical body) or by the system. */
 export async function endAttempt(tx: Tx, id: string, endedBy: string, body: string | null, now: Date): Promise<void> {
   await tx.query("UPDATE task_attempts SET ended_at = ?, ended_by = ?, end_body = ? WHERE id = ? AND ended_at IS NULL", [
@@ -143,4 +135,24 @@ export async function endAttempt(tx: Tx, id: string, endedBy: string, body: stri
     body,
     id,
   ]);
+}
+
+/**
+ * Takes an attempt id; returns the attempt and its task in one round trip, both rows
+ * locked when `lock` (a completion serialises on the task).
+ */
+export async function selectAttemptWithTask(db: Pool | Tx, attemptId: string, lock = false): Promise<{ attempt: AttemptRow; task: TaskRow } | undefined> {
+  const [rows] = await db.query<RowDataPacket[]>(
+    `SELECT a.id AS a_id, a.task_id AS a_task_id, a.number AS a_number, a.lease_until AS a_lease_until,
+            a.ended_by AS a_ended_by, a.end_body AS a_end_body,
+            ${TASK_COLUMNS.split(",").map((c) => `t.${c.trim()}`).join(", ")}
+       FROM task_attempts a JOIN tasks t ON t.id = a.task_id
+      WHERE a.id = ?${lock ? " FOR UPDATE" : ""}`,
+    [attemptId],
+  );
+  const r = rows[0];
+  if (!r) return undefined;
+  const attempt: AttemptRow = { id: r.a_id, task_id: r.a_task_id, number: r.a_number, lease_until: r.a_lease_until, ended_by: r.a_ended_by, end_body: r.a_end_body };
+  const { a_id: _1, a_task_id: _2, a_number: _3, a_lease_until: _4, a_ended_by: _5, a_end_body: _6, ...task } = r;
+  return { attempt, task: task as TaskRow };
 }

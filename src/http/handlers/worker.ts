@@ -2,7 +2,7 @@
 // completing an attempt is idempotent by its attempt id and body.
 import type { Handler } from "../../../generated/http/routes.js";
 import { withTransaction } from "../../db/tx.js";
-import { selectAttempt, selectTask } from "../../db/queries/tasks.js";
+import { selectAttemptWithTask } from "../../db/queries/tasks.js";
 import { POLL_INTERVAL_MS } from "../../domain/queue-signals.js";
 import { afterCommit } from "../../domain/services.js";
 import { inScope, requireQueue, type WriteEffects } from "../../domain/tasks.js";
@@ -34,9 +34,9 @@ export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) 
 
 /** The attempt must exist and belong to a task in the caller's scope (404 otherwise). */
 async function attemptInScope(ctx: HandlerContext, caller: Caller, attemptId: string): Promise<void> {
-  const attempt = await selectAttempt(ctx.pool, attemptId);
-  if (!attempt) throw notFound();
-  inScope(caller, await selectTask(ctx.pool, attempt.task_id));
+  const found = await selectAttemptWithTask(ctx.pool, attemptId);
+  if (!found) throw notFound();
+  inScope(caller, found.task);
 }
 
 async function endAttempt(ctx: HandlerContext, attemptId: string, call: AttemptCall, canonicalBody: string) {

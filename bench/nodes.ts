@@ -1,0 +1,103 @@
+// Real `orbit serve` processes for the benchmark, on a fresh database, and the CPU time
+// each process (and MariaDB) used, read from /proc.
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import mysql from "mysql2/promise";
+
+export const ORBIT_BIN = path.resolve(process.cwd(), "dist/src/cli/main.js");
+
+export interface BenchNode {
+  readonly url: string;
+  readonly pid: number;
+  readonly child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+export async function freshDatabase(server: string, name: string): Promise<string> {
+  const c = await mysql.createConnection({ uri: server });
+  await c.query(`DROP DATABASE IF EXISTS \`${name}\``);
+  await c.end();
+  return `${server}/${name}`;
+}
+
+export async function dropDatabase(server: string, name: string): Promise<void> {
+  const c = await mysql.createConnection({ uri: server });
+  await c.query(`DROP DATABASE IF EXISTS \`${name}\``);
+  await c.end();
+}
+
+export async function startNode(databaseUrl: string, env: Record<string, string> = {}): Promise<BenchNode> {
+  const child = spawn(process.execPath, [ORBIT_BIN, "serve"], {
+    env: { ...process.env, ORBIT_DATABASE_URL: databaseUrl, ORBIT_PORT: "0", ORBIT_HOST: "127.0.0.1", ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("orbit serve did not start")), 30000);
+    createInterface({ input: child.stdout! }).on("line", (l) => {
+      // The node's warnings and errors are the benchmark's business too.
+      if (l.includes('"level":"error"') || l.includes('"level":"warn"')) process.stderr.write(`node: ${l}\n`);
+      if (!l.includes('"listening"')) return;
+      clearTimeout(timer);
+      resolve((JSON.parse(l) as { port: number }).port);
+    });
+    child.once("exit", (code) => reject(new Error(`orbit serve exited with ${code}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
+    child,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
+  };
+}
+
+export function bootstrap(databaseUrl: string, namespace: string, application: string, queues: string[]) {
+  const args = [ORBIT_BIN, "bootstrap", "--namespace", namespace, "--application", application, "--event-access", "--json"];
+  for (const q of queues) args.push("--queue", q);
+  return JSON.parse(execFileSync(process.execPath, args, { env: { ...process.env, ORBIT_DATABASE_URL: databaseUrl }, encoding: "utf8" })) as {
+    namespace_id: string; application_id: string; credential_id: string; token: string; queues: { id: string; name: string }[];
+  };
+}
+
+/** utime + stime of a process, in seconds (Linux /proc). */
+export function processCpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+export function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+export function mariadbPid(): number | undefined {
+  try {
+    const out = execFileSync("pidof", ["mariadbd"], { encoding: "utf8" }).trim().split(/\s+/)[0];
+    return out ? Number(out) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds per process during fn. */
+export async function withCpu<T>(pids: Record<string, number | undefined>, fn: () => Promise<T>): Promise<{ result: T; cpu: Record<string, number> }> {
+  const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, p === undefined ? NaN : processCpuSeconds(p)]));
+  const self0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  const result = await fn();
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const self = process.cpuUsage(self0);
+  const cpu: Record<string, number> = { wall, bench: (self.user + self.system) / 1e6 };
+  for (const [k, p] of Object.entries(pids)) cpu[k] = p === undefined ? NaN : processCpuSeconds(p) - before[k]!;
+  return { result, cpu };
+}

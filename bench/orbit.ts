@@ -1,0 +1,240 @@
+// Orbit's own figures (issue 8): append, drain, commit-to-deliver latency, idle cost.
+// Every figure goes through real `orbit serve` processes over HTTP and WebSocket.
+import { randomBytes } from "node:crypto";
+import mysql from "mysql2/promise";
+import { EventConnection, OrbitClient } from "../src/sdk/index.js";
+import { bootstrap, freshDatabase, dropDatabase, mariadbPid, rssMiB, startNode, withCpu, type BenchNode } from "./nodes.js";
+
+export interface OrbitBenchOptions {
+  readonly quick: boolean;
+  readonly mysqlUrl: string;
+}
+
+const id = () => randomBytes(16).toString("hex");
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function withNodes<T>(o: OrbitBenchOptions, name: string, count: number, fn: (db: string, nodes: BenchNode[]) => Promise<T>, env: Record<string, string> = {}): Promise<T> {
+  const dbName = `orbit_bench_${name}_${process.pid}`;
+  const db = await freshDatabase(o.mysqlUrl, dbName);
+  const nodes: BenchNode[] = [];
+  try {
+    for (let i = 0; i < count; i++) nodes.push(await startNode(db, env));
+    return await fn(db, nodes);
+  } finally {
+    await Promise.all(nodes.map((n) => n.stop()));
+    await dropDatabase(o.mysqlUrl, dbName);
+  }
+}
+
+/** Runs `workers` loops until `items` is exhausted; returns the wall time in seconds. */
+async function pool<T>(items: T[], workers: number, fn: (item: T) => Promise<void>): Promise<number> {
+  let next = 0;
+  const t0 = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
+  return Number(process.hrtime.bigint() - t0) / 1e9;
+}
+
+/** orbit.append: 16 workers complete pre-claimed attempts; each completion is one result. */
+export async function measureAppend(o: OrbitBenchOptions) {
+  const perWorker = o.quick ? 150 : 400;
+  return withNodes(o, "append", 1, async (db, [node]) => {
+    const cred = bootstrap(db, "bench", "append", ["q"]);
+    const client = new OrbitClient({ baseUrl: node!.url, token: cred.token });
+    const q = cred.queues[0]!.id;
+    const tasks = Array.from({ length: 16 * perWorker }, (_, i) => i);
+    await pool(tasks, 16, async (i) => void (await client.submitTask(`t-${i}`, { queue_id: q, input: { i } })));
+    const attempts: string[] = [];
+    await pool(tasks, 16, async () => {
+      const c = await client.claimTask({ queue_id: q });
+      if (c) attempts.push(c.attempt_id);
+    });
+    const pids = { node: node!.pid, mariadb: mariadbPid() };
+    const timed = await withCpu(pids, () =>
+      pool(attempts, 16, async (a) => void (await client.completeAttempt(a, { outcome: "succeeded", result: { ok: true } }))),
+    );
+    // The whole path: submit, claim, complete, 16 loops for a fixed time.
+    const seconds = o.quick ? 4 : 10;
+    let whole = 0;
+    const until = Date.now() + seconds * 1000;
+    await Promise.all(
+      Array.from({ length: 16 }, async (_, w) => {
+        for (let i = 0; Date.now() < until; i++) {
+          const q2 = cred.queues[0]!.id;
+          await client.submitTask(`w-${w}-${i}`, { queue_id: q2, input: i });
+          const c = await client.claimTask({ queue_id: q2 });
+          if (c) {
+            await client.completeAttempt(c.attempt_id, { outcome: "succeeded" });
+            whole++;
+          }
+        }
+      }),
+    );
+    return {
+      resultsPerSec: attempts.length / timed.result,
+      results: attempts.length,
+      workers: 16,
+      submitClaimCompletePerSec: whole / seconds,
+      cpu: timed.cpu,
+    };
+  });
+}
+
+/** Writes a backlog straight into the result log (setup only), spread over the given queues. */
+async function seedBacklog(db: string, namespaceId: string, queueIds: string[], total: number): Promise<void> {
+  const c = await mysql.createConnection({ uri: db });
+  try {
+    const [[s]] = (await c.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [namespaceId])) as any;
+    let head = Number(s.head_sequence);
+    const now = new Date();
+    for (let start = 0; start < total; start += 1000) {
+      const rows: unknown[][] = [];
+      for (let i = start; i < Math.min(total, start + 1000); i++) {
+        const task = id();
+        const queue = queueIds[i % queueIds.length]!;
+        head++;
+        const snapshot = { schema_version: 1, task_id: task, queue_id: queue, state: "SUCCEEDED", revision: "3", effect_uncertain: false, result: JSON.stringify({ i, pad: "x".repeat(600) }) };
+        rows.push([id(), namespaceId, queue, head, "task.succeeded", task, 3, now, '{"state":"SUCCEEDED","reason":"WORKER_SUCCEEDED"}', JSON.stringify(snapshot)]);
+      }
+      await c.query(
+        "INSERT INTO result_events (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot) VALUES ?",
+        [rows],
+      );
+    }
+    await c.query("UPDATE namespace_streams SET head_sequence = ? WHERE namespace_id = ?", [head, namespaceId]);
+  } finally {
+    await c.end();
+  }
+}
+
+/** Connects consumers that ACK every delivery at once; resolves when `total` ACKs are confirmed. */
+async function drain(url: string, consumers: { token: string; subscriptionId: string; capacity: number }[], total: number) {
+  let acked = 0;
+  let done!: () => void;
+  const finished = new Promise<void>((r) => (done = r));
+  const conns = await Promise.all(
+    consumers.map(async (c) => {
+      const conn = await EventConnection.open({ baseUrl: url, token: c.token, subscriptionId: c.subscriptionId, capacity: c.capacity, heartbeat: false });
+      conn.on("delivery", (d) => {
+        void conn.ack(d.proof).then((r) => {
+          if (!r.deduplicated && ++acked === total) done();
+        });
+      });
+      return conn;
+    }),
+  );
+  await finished;
+  await Promise.all(conns.map((c) => c.close()));
+  return acked;
+}
+
+/** orbit.drain: 20,000 results to (a) 4 consumers × capacity 32 on one subscription, (b) 16 subscriptions × 1. */
+export async function measureDrain(o: OrbitBenchOptions) {
+  const total = 20000;
+  return withNodes(o, "drain", 1, async (db, [node]) => {
+    const pids = { node: node!.pid, mariadb: mariadbPid() };
+    // (a) one subscription, 4 × 32
+    const one = bootstrap(db, "bench", "drain", ["q"]);
+    const client = new OrbitClient({ baseUrl: node!.url, token: one.token });
+    const sub = await client.createSubscription("drain-one", { name: "drain-one", queue_id: one.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
+    await seedBacklog(db, one.namespace_id, [one.queues[0]!.id], total);
+    const a = await withCpu(pids, () => drain(node!.url, Array.from({ length: 4 }, () => ({ token: one.token, subscriptionId: sub.subscription.id, capacity: 32 })), total));
+    // (b) 16 subscriptions in 16 applications, 1 consumer each; the 20,000 results spread over their queues.
+    const apps = Array.from({ length: 16 }, (_, i) => bootstrap(db, "bench16", `app${i}`, [`q${i}`]));
+    const subs = await Promise.all(
+      apps.map((c, i) =>
+        new OrbitClient({ baseUrl: node!.url, token: c.token }).createSubscription(`drain-${i}`, { name: `drain-${i}`, queue_id: c.queues[0]!.id, from_sequence: "0", max_pending: 1000 }),
+      ),
+    );
+    await seedBacklog(db, apps[0]!.namespace_id, apps.map((c) => c.queues[0]!.id), total);
+    const b = await withCpu(pids, () => drain(node!.url, apps.map((c, i) => ({ token: c.token, subscriptionId: subs[i]!.subscription.id, capacity: 32 })), total));
+    return {
+      oneSubscription: { deliveriesPerSec: total / a.cpu.wall!, deliveries: total, consumers: 4, capacity: 32, cpu: a.cpu },
+      sixteenSubscriptions: { deliveriesPerSec: total / b.cpu.wall!, deliveries: total, subscriptions: 16, capacity: 32, cpu: b.cpu },
+    };
+  });
+}
+
+/** orbit.latency: commit-to-deliver at a steady 500 results/s, consumer on the same node and on another. */
+export async function measureLatency(o: OrbitBenchOptions) {
+  const rate = 500;
+  const seconds = o.quick ? 6 : 20;
+  return withNodes(o, "latency", 2, async (db, [a, b]) => {
+    const cred = bootstrap(db, "bench", "latency", ["q"]);
+    const q = cred.queues[0]!.id;
+    const client = new OrbitClient({ baseUrl: a!.url, token: cred.token });
+    const s1 = await client.createSubscription("lat-same", { name: "lat-same", queue_id: q, max_pending: 1000 });
+    const s2 = await client.createSubscription("lat-other", { name: "lat-other", queue_id: q, max_pending: 1000 });
+    const n = rate * seconds;
+    const tasks = Array.from({ length: n }, (_, i) => i);
+    await pool(tasks, 16, async (i) => void (await client.submitTask(`l-${i}`, { queue_id: q, input: i })));
+    const attempts: string[] = [];
+    await pool(tasks, 16, async () => {
+      const c = await client.claimTask({ queue_id: q });
+      if (c) attempts.push(c.attempt_id);
+    });
+    const same: number[] = [];
+    const other: number[] = [];
+    const listen = async (url: string, subscriptionId: string, into: number[]) => {
+      const conn = await EventConnection.open({ baseUrl: url, token: cred.token, subscriptionId, capacity: 32, heartbeat: false });
+      conn.on("delivery", (d) => {
+        // occurred_at is set inside the committing transaction, on this machine's clock.
+        into.push(Date.now() - Date.parse(d.event.occurred_at));
+        void conn.ack(d.proof);
+      });
+      return conn;
+    };
+    const conns = [await listen(a!.url, s1.subscription.id, same), await listen(b!.url, s2.subscription.id, other)];
+    const t0 = Date.now();
+    await Promise.all(
+      Array.from({ length: 16 }, async (_, w) => {
+        for (let i = w; i < attempts.length; i += 16) {
+          const due = t0 + (i * 1000) / rate;
+          if (due > Date.now()) await sleep(due - Date.now());
+          await client.completeAttempt(attempts[i]!, { outcome: "succeeded" });
+        }
+      }),
+    );
+    for (const end = Date.now() + 10000; (same.length < attempts.length || other.length < attempts.length) && Date.now() < end; ) await sleep(50);
+    await Promise.all(conns.map((c) => c.close()));
+    const stats = (xs: number[]) => {
+      const s = [...xs].sort((x, y) => x - y);
+      return { p50Ms: percentile(s, 50), p99Ms: percentile(s, 99), samples: s.length };
+    };
+    return { ratePerSec: rate, seconds, sameNode: stats(same), otherNode: stats(other) };
+  });
+}
+
+/** orbit.idle: database queries/s and node RSS with 128 idle event connections. */
+export async function measureIdle(o: OrbitBenchOptions) {
+  const seconds = o.quick ? 20 : 60;
+  return withNodes(o, "idle", 1, async (db, [node]) => {
+    const creds = Array.from({ length: 8 }, (_, i) => bootstrap(db, "bench", `idle${i}`, [`q${i}`]));
+    const subs = await Promise.all(
+      creds.map((c, i) => new OrbitClient({ baseUrl: node!.url, token: c.token }).createSubscription(`idle-${i}`, { name: `idle-${i}`, queue_id: c.queues[0]!.id })),
+    );
+    const conns: EventConnection[] = [];
+    for (let i = 0; i < 128; i++) {
+      const c = creds[i % 8]!;
+      conns.push(await EventConnection.open({ baseUrl: node!.url, token: c.token, subscriptionId: subs[i % 8]!.subscription.id, capacity: 1 }));
+    }
+    await sleep(2000); // settle: first claims done
+    const m = await mysql.createConnection({ uri: o.mysqlUrl });
+    const questions = async () => Number(((await m.query("SHOW GLOBAL STATUS LIKE 'Questions'"))[0] as { Value: string }[])[0]!.Value);
+    const q0 = await questions();
+    await sleep(seconds * 1000);
+    const used = (await questions()) - q0 - 1;
+    const rss = rssMiB(node!.pid);
+    await m.end();
+    await Promise.all(conns.map((c) => c.close()));
+    return { connections: 128, seconds, queriesPerSec: used / seconds, queriesPerSecPerConnection: used / seconds / 128, nodeRssMiB: rss };
+  });
+}

@@ -1,0 +1,81 @@
+// npm run bench [-- --quick]: every figure of issue 8 in one run, side by side — the
+// database's own limits, a peer broker, and Orbit — then the ratios against the goals.
+// Prints a table and writes bench/results/latest.json. A benchmark, not a test: it never
+// fails on timing (only on errors).
+import { mkdir, writeFile } from "node:fs/promises";
+import { parseArgs } from "node:util";
+import { measureDbCommit, measureDbCycle8 } from "./db.js";
+import { measureJetStream } from "./jetstream.js";
+import { measureAppend, measureDrain, measureIdle, measureLatency } from "./orbit.js";
+
+const { values } = parseArgs({ options: { quick: { type: "boolean" }, only: { type: "string" } }, strict: true });
+const o = { quick: values.quick === true, mysqlUrl: process.env.ORBIT_BENCH_MYSQL ?? "mysql://root@127.0.0.1:3306" };
+const only = values.only?.split(",");
+const want = (name: string) => !only || only.includes(name);
+
+const log = (s: string) => process.stderr.write(`bench: ${s}\n`);
+const results: Record<string, unknown> = { quick: o.quick, at: new Date().toISOString() };
+const started = Date.now();
+
+async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefined> {
+  if (!want(name)) return undefined;
+  log(`${name} …`);
+  const r = await fn();
+  results[name] = r;
+  log(`${name} done`);
+  return r;
+}
+
+const commit = await step("db.commit", () => measureDbCommit(o));
+const cycle8 = await step("db.cycle8", () => measureDbCycle8(o));
+const jet = await step("peer.jetstream", () => measureJetStream(o));
+const append = await step("orbit.append", () => measureAppend(o));
+const drain = await step("orbit.drain", () => measureDrain(o));
+const latency = await step("orbit.latency", () => measureLatency(o));
+const idle = await step("orbit.idle", () => measureIdle(o));
+
+const num = (x: unknown): number | undefined => (typeof x === "number" && Number.isFinite(x) ? x : undefined);
+const commitRate = num((commit as { commitsPerSec?: number } | undefined)?.commitsPerSec);
+const cycleRate = num((cycle8 as { deliveriesPerSec?: number } | undefined)?.deliveriesPerSec);
+const jetRate = num((jet as { messagesPerSec?: number } | undefined)?.messagesPerSec);
+const drainRate = num(drain?.oneSubscription.deliveriesPerSec);
+const ratio = (a?: number, b?: number) => (a !== undefined && b !== undefined && b > 0 ? a / b : undefined);
+const ratios = {
+  "orbit.drain / peer.jetstream": { value: ratio(drainRate, jetRate), goal: ">= 1.0" },
+  "orbit.drain / db.cycle8": { value: ratio(drainRate, cycleRate), goal: ">= 0.6" },
+  "orbit.append / db.commit": { value: ratio(num(append?.resultsPerSec), commitRate), goal: ">= 0.5" },
+};
+results.ratios = ratios;
+results.goals = {
+  "latency p99 same node (ms)": { value: latency?.sameNode.p99Ms, goal: "<= 50" },
+  "latency p99 other node (ms)": { value: latency?.otherNode.p99Ms, goal: "<= 1000" },
+  "idle queries/s per connection": { value: idle?.queriesPerSecPerConnection, goal: "<= 1" },
+  "idle node RSS (MiB)": { value: idle?.nodeRssMiB, goal: "<= 150" },
+};
+results.seconds = (Date.now() - started) / 1000;
+
+const f = (x: unknown, digits = 0) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "—");
+const rows: [string, string, string][] = [
+  ["db.commit (16 conns)", `${f(commitRate)} commits/s`, ""],
+  ["db.cycle8 (16 conns, 8 per tx)", `${f(cycleRate)} deliveries/s`, ""],
+  ["peer.jetstream (20k, 64 in flight)", jetRate === undefined ? `skipped` : `${f(jetRate)} msgs/s`, ""],
+  ["orbit.append (16 workers, complete only)", `${f(append?.resultsPerSec)} results/s`, `submit→claim→complete ${f(append?.submitClaimCompletePerSec)}/s`],
+  ["orbit.drain (1 sub, 4 × 32)", `${f(drainRate)} deliveries/s`, cpuLine(drain?.oneSubscription.cpu)],
+  ["orbit.drain (16 subs × 1)", `${f(drain?.sixteenSubscriptions.deliveriesPerSec)} deliveries/s`, cpuLine(drain?.sixteenSubscriptions.cpu)],
+  ["orbit.latency same node", `p50 ${f(latency?.sameNode.p50Ms)} ms, p99 ${f(latency?.sameNode.p99Ms)} ms`, `${latency?.ratePerSec ?? ""}/s for ${latency?.seconds ?? ""} s`],
+  ["orbit.latency other node", `p50 ${f(latency?.otherNode.p50Ms)} ms, p99 ${f(latency?.otherNode.p99Ms)} ms`, ""],
+  ["orbit.idle (128 connections)", `${f(idle?.queriesPerSecPerConnection, 2)} queries/s each`, `node RSS ${f(idle?.nodeRssMiB)} MiB`],
+];
+for (const [name, r] of Object.entries(ratios)) rows.push([name, f(r.value, 2), `goal ${r.goal}`]);
+const w = [Math.max(...rows.map((r) => r[0].length)), Math.max(...rows.map((r) => r[1].length))];
+process.stdout.write(`\nOrbit benchmark (${o.quick ? "quick" : "full"}, ${f(results.seconds)} s)\n`);
+for (const [a, b, c] of rows) process.stdout.write(`  ${a.padEnd(w[0]!)}  ${b.padEnd(w[1]!)}  ${c}\n`);
+
+function cpuLine(cpu?: Record<string, number>): string {
+  if (!cpu) return "";
+  return `CPU s: ${Object.entries(cpu).filter(([k]) => k !== "wall").map(([k, v]) => `${k} ${f(v, 1)}`).join(", ")} in ${f(cpu.wall, 1)} s`;
+}
+
+await mkdir("bench/results", { recursive: true });
+await writeFile("bench/results/latest.json", JSON.stringify(results, null, 2) + "\n");
+process.stdout.write("\nwritten: bench/results/latest.json\n");
