@@ -94,7 +94,7 @@ export class EventConnection implements Claimant {
       .catch((e: unknown) => this.fail(e))
       .finally(() => {
         this.processing--;
-        if (this.ws.isPaused && this.processing < READ_QUEUE_PER_CONNECTION && this.state !== "closed") this.ws.resume();
+        if (this.ws.isPaused && this.processing < READ_QUEUE_PER_CONNECTION) this.ws.resume();
       });
   }
 
@@ -252,7 +252,7 @@ export class EventConnection implements Claimant {
 
   private send(frame: object): void {
     if (this.state === "closed" || this.ws.readyState !== this.ws.OPEN) return;
-    if (this.pendingWrites >= WRITE_QUEUE_PER_CONNECTION) return this.close(CLOSE.policy, "write queue full: the client does not read");
+    if (this.pendingWrites >= WRITE_QUEUE_PER_CONNECTION) return this.close(CLOSE.policy, "write queue full (8 frames not yet flushed)");
     this.pendingWrites++;
     const timer = setTimeout(() => this.terminate("write timeout"), WRITE_TIMEOUT_MS);
     this.ws.send(JSON.stringify(frame), () => {
@@ -288,6 +288,9 @@ export class EventConnection implements Claimant {
   close(code: number, reason: string): void {
     if (this.state === "closed") return;
     this.cleanup();
+    // Reading may be paused (read queue full): resume it, or the client's close reply is
+    // never read and the socket lingers until ws's 30 s closing timeout.
+    if (this.ws.isPaused) this.ws.resume();
     this.ws.close(code, reason.slice(0, 120));
   }
 
