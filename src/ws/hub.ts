@@ -143,6 +143,10 @@ export class EventHub {
     const all = [...this.connections];
     for (const c of all) c.close(CLOSE.goingAway, "server shutting down");
     await Promise.all(all.map((c) => c.sessionClosed));
+    // A client that never answers the close frame must not hold the process for ws's 30 s
+    // closing timeout: 2 s after 1001, what is left is cut.
+    await new Promise((r) => setTimeout(r, all.some((c) => !c.socketClosed) ? 2000 : 0));
+    for (const c of all) c.terminateIfOpen();
     this.wss.close();
   }
 }
