@@ -45,7 +45,7 @@ export const ackOutcomes = new Counter({
 
 export const databaseErrors = new Counter({
   name: "orbit_database_errors_total",
-  help: "Database failures seen by this node: unavailable (connection), other.",
+  help: "Database failures seen by this node: unavailable (connection), conflict (deadlock after retries), other.",
   labelNames: ["kind"] as const,
   registers: [registry],
 });

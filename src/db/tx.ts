@@ -35,6 +35,12 @@ export function translateDbError(e: unknown): unknown {
     databaseErrors.inc({ kind: "unavailable" });
     return unavailable();
   }
+  // Still deadlocking after the retries: a transient conflict, not a bug — the client may
+  // retry (503 with Retry-After), and the idempotency key makes a retried write safe.
+  if (isRetryable(e)) {
+    databaseErrors.inc({ kind: "conflict" });
+    return unavailable();
+  }
   return e;
 }
 

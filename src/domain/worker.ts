@@ -85,6 +85,9 @@ export async function claimOnce(
       return { task: toWireTask(moved.task), attempt_id: attemptId, lease_until: formatTimestamp(leaseUntil) };
     },
     signal,
+    // Concurrent claimers of one queue: READ COMMITTED takes no gap locks, so claims that
+    // skip each other's rows (SKIP LOCKED) do not deadlock on the index around them.
+    "READ COMMITTED",
   );
 }
 
