@@ -124,9 +124,12 @@ async function drain(url: string, consumers: { token: string; subscriptionId: st
     consumers.map(async (c) => {
       const conn = await EventConnection.open({ baseUrl: url, token: c.token, subscriptionId: c.subscriptionId, capacity: c.capacity, heartbeat: false });
       conn.on("delivery", (d) => {
-        void conn.ack(d.proof).then((r) => {
-          if (!r.deduplicated && ++acked === total) done();
-        });
+        void conn.ack(d.proof).then(
+          (r) => {
+            if (!r.deduplicated && ++acked === total) done();
+          },
+          (e: unknown) => process.stderr.write(`bench: ack failed: ${(e as Error).message}\n`),
+        );
       });
       return conn;
     }),
@@ -188,7 +191,7 @@ export async function measureLatency(o: OrbitBenchOptions) {
       conn.on("delivery", (d) => {
         // occurred_at is set inside the committing transaction, on this machine's clock.
         into.push(Date.now() - Date.parse(d.event.occurred_at));
-        void conn.ack(d.proof);
+        conn.ack(d.proof).catch((e: unknown) => process.stderr.write(`bench: ack failed: ${(e as Error).message}\n`));
       });
       return conn;
     };

