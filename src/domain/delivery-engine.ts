@@ -16,7 +16,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Pool, Tx } from "../db/types.js";
 import { withTransaction } from "../db/tx.js";
 import {
-  countHeld, countPending, insertDeliveries, leaseDeliveries, markAcked, recoverExpiredLeases, selectClaimable,
+  countHeld, countPending, countReady, insertDeliveries, leaseDeliveries, markAcked, recoverExpiredLeases, selectClaimable,
   selectProofs, selectWithEvents, updateCursor,
 } from "../db/queries/deliveries.js";
 import { selectMatchingEvents } from "../db/queries/result-log.js";
@@ -33,6 +33,8 @@ import { credentialRevoked } from "../db/queries/identity.js";
 import * as metrics from "../metrics.js";
 
 const LEASE_SECRET_BYTES = 32;
+/** Materialise when fewer PENDING deliveries than this are ready (4 claims of 8). */
+const READY_LOW_WATER = 32;
 
 export function secretDigest(secret: Buffer): Buffer {
   return createHash("sha256").update(secret).digest();
@@ -73,6 +75,10 @@ export async function materialise(tx: Tx, s: SubscriptionRow, now: Date): Promis
   // Cheapest test first: nothing new in the log means nothing to count or scan.
   const { head, retentionBoundary } = await readStream(tx, s.namespace_id);
   if (BigInt(s.cursor_sequence) >= BigInt(head)) return 0;
+  // Enough already waiting: materialise later, in one larger step. Counting the whole
+  // backlog (up to max_pending rows) on every claim was most of a drain's database work
+  // (measured: ~70 index rows read per delivery with max_pending 1000).
+  if ((await countReady(tx, s.id, READY_LOW_WATER)) >= READY_LOW_WATER) return 0;
   const room = s.max_pending - (await countPending(tx, s.id));
   if (room <= 0) return 0;
   if (BigInt(s.cursor_sequence) < BigInt(retentionBoundary)) {

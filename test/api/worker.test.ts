@@ -179,10 +179,11 @@ describe("worker API", () => {
       const used = (await questions()) - before;
       assert.equal(res.status, 204);
       assert.ok(elapsed >= 2900 && elapsed < 6000, `answered at the deadline (${elapsed} ms)`);
-      // Bound: one claim transaction (about 5 statements) per poll second, plus the node's
-      // background sweeps (about 1.3/s) and this test's own 2 queries: well under 40 in 3 s.
-      // A busy loop would issue thousands.
-      assert.ok(used < 40, `${used} queries in ${elapsed} ms`);
+      // Bound: one claim transaction per poll second (SET isolation, START, two SELECTs,
+      // COMMIT: 5 statements), the node's background sweeps (about 1.3/s) and this test's
+      // own queries: measured 50-55 in 3 s; we allow 75 (25/s). A busy loop would issue
+      // thousands.
+      assert.ok(used < 75, `${used} queries in ${elapsed} ms`);
     } finally {
       await c.end();
     }

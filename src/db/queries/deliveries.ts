@@ -103,6 +103,15 @@ export async function countPending(tx: Tx, subscriptionId: string): Promise<numb
   return Number(rows[0]!.n);
 }
 
+/** PENDING deliveries ready to lease, counted up to `upTo` (reads at most that many rows). */
+export async function countReady(tx: Tx, subscriptionId: string, upTo: number): Promise<number> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    "SELECT COUNT(*) AS n FROM (SELECT 1 FROM deliveries WHERE subscription_id = ? AND state = 'PENDING' LIMIT ?) ready",
+    [subscriptionId, upTo],
+  );
+  return Number(rows[0]!.n);
+}
+
 /** How many LEASED deliveries a connection holds. */
 export async function countHeld(tx: Tx, sessionId: string): Promise<number> {
   const [rows] = await tx.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM deliveries WHERE session_id = ? AND state = 'LEASED'", [sessionId]);
