@@ -7,6 +7,9 @@ import { selectNamespacesWithUnsequenced } from "../db/queries/result-log.js";
 import { describeError, type Logger } from "../log/index.js";
 import { SEQUENCE_BATCH, sequenceBatch } from "./result-log.js";
 
+/** How long a kick waits for more commits before numbering (see kick). */
+const GATHER_MS = 2;
+
 export class Sequencer {
   private readonly running = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
@@ -23,14 +26,20 @@ export class Sequencer {
     return () => this.listeners.delete(listener);
   }
 
-  /** Numbers what is committed in the namespace, now or right after the current run. */
+  /**
+   * Numbers what is committed in the namespace, right after the current run, or after a
+   * short gathering window: under load one sequencer transaction then numbers the events
+   * of many commits (it costs ~7 statements whatever the batch), for 2 ms of latency.
+   */
   kick(namespaceId: string): Promise<void> {
     const current = this.running.get(namespaceId);
     if (current) {
       this.again.add(namespaceId);
       return current;
     }
-    const run = this.run(namespaceId).finally(() => this.running.delete(namespaceId));
+    const run = new Promise((r) => setTimeout(r, GATHER_MS))
+      .then(() => this.run(namespaceId))
+      .finally(() => this.running.delete(namespaceId));
     this.running.set(namespaceId, run);
     return run;
   }
