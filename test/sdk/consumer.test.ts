@@ -2,10 +2,10 @@
 // errors) and the automatic Consumer (ACK after the handler, reconnect and ACK re-send,
 // DELIVERY_LEASE_LOST, stop-and-report codes, the bounded drain).
 import { strict as assert } from "node:assert";
-import { randomBytes } from "node:crypto";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, makeCredential, waitSequenced, type Client } from "../helpers/api.js";
+import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
 import { startProxy } from "../helpers/proxy.js";
 import { Consumer, EventConnection, OrbitEventError, type Delivery } from "../../src/sdk/index.js";
 
@@ -19,25 +19,8 @@ describe("event SDK", function () {
   let cred: BootstrapOutput;
   let api: Client;
 
-  async function setup(extra: Record<string, unknown> = {}) {
-    const name = `q${randomBytes(3).toString("hex")}`;
-    const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name], eventAccess: true });
-    const c = await db.connect();
-    try {
-      await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
-    } finally {
-      await c.end();
-    }
-    const q = out.queues[0]!.id;
-    const sub = (await api.post("/v1/subscriptions", { name: `s-${name}`, queue_id: q, ...extra })).json.data.subscription.id as string;
-    return { q, sub };
-  }
-  async function results(q: string, n: number): Promise<void> {
-    for (let i = 0; i < n; i++) {
-      const t = (await api.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
-      await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
-    }
-  }
+  const setup = (extra: Record<string, unknown> = {}) => queueWithSubscription(db, cred, api, extra);
+  const results = (q: string, n: number) => cancelledResults(api, q, n);
   async function states(sub: string): Promise<Record<string, number>> {
     const c = await db.connect();
     try {

@@ -3,10 +3,10 @@
 // expire and are re-sent with a new epoch, budgets run out, manual retry re-sends,
 // pause and resume, capacity and backlog bounds, and a purged history gap.
 import { strict as assert } from "node:assert";
-import { randomBytes } from "node:crypto";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, waitSequenced, type Client } from "../helpers/api.js";
+import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
 import { connect, type Frame, type TestSocket } from "../helpers/ws.js";
 
 const LEASE_MS = 700;
@@ -20,30 +20,8 @@ describe("event delivery", function () {
   let api: Client;
   const open: TestSocket[] = [];
 
-  /** A queue and subscription of their own for each test. */
-  async function setup(extra: Record<string, unknown> = {}) {
-    const name = `q${randomBytes(3).toString("hex")}`;
-    const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name], eventAccess: true });
-    const c = await db.connect();
-    try {
-      await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
-    } finally {
-      await c.end();
-    }
-    const q = out.queues[0]!.id;
-    const res = await api.post("/v1/subscriptions", { name: `s-${name}`, queue_id: q, ...extra });
-    assert.equal(res.status, 201, res.text);
-    return { q, sub: res.json.data.subscription.id as string };
-  }
-  async function results(q: string, n: number): Promise<string[]> {
-    const ids: string[] = [];
-    for (let i = 0; i < n; i++) {
-      const t = (await api.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
-      await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
-      ids.push(t.id);
-    }
-    return ids;
-  }
+  const setup = (extra: Record<string, unknown> = {}) => queueWithSubscription(db, cred, api, extra);
+  const results = (q: string, n: number) => cancelledResults(api, q, n);
   async function consumer(sub: string, capacity: number): Promise<TestSocket> {
     const s = await connect(node.url, { token: cred.token });
     open.push(s);

@@ -1,0 +1,39 @@
+// Shared setup of the delivery tests: a queue and a subscription of a test's own (so
+// tests never see each other's results), and task results produced through the API.
+import { strict as assert } from "node:assert";
+import { randomBytes } from "node:crypto";
+import type { TestDatabase } from "./db.js";
+import { bootstrap, type BootstrapOutput } from "./orbit.js";
+import type { Client } from "./api.js";
+
+/** A new queue in cred's namespace, added to cred's scope, with a subscription on it. */
+export async function queueWithSubscription(
+  db: TestDatabase,
+  cred: BootstrapOutput,
+  api: Client,
+  extra: Record<string, unknown> = {},
+): Promise<{ q: string; sub: string }> {
+  const name = `q${randomBytes(3).toString("hex")}`;
+  const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name], eventAccess: true });
+  const c = await db.connect();
+  try {
+    await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
+  } finally {
+    await c.end();
+  }
+  const q = out.queues[0]!.id;
+  const res = await api.post("/v1/subscriptions", { name: `s-${name}`, queue_id: q, ...extra });
+  assert.equal(res.status, 201, res.text);
+  return { q, sub: res.json.data.subscription.id as string };
+}
+
+/** n results (task.cancelled) on queue q, in order; returns their task ids. */
+export async function cancelledResults(api: Client, q: string, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = (await api.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
+    assert.equal((await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" })).status, 200);
+    ids.push(t.id);
+  }
+  return ids;
+}
