@@ -273,7 +273,6 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
   let sub: string;
   let sub2: string;
   let taskDone: string;
-  let taskRunning: string;
   let taskReview: string;
   let taskQueued: string;
   let attemptDone: string;
@@ -317,9 +316,7 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
     await created(`/v1/worker/attempts/${r.attempt}:complete`, { outcome: "needs_review" }, 200);
     taskReview = r.task;
     await created("/v1/tasks", { queue_id: Q, input: { n: 3 } });
-    const b = await claim();
-    taskRunning = b.task;
-    attemptRunning = b.attempt;
+    attemptRunning = (await claim()).attempt;
     taskQueued = (await created("/v1/tasks", { queue_id: Q, input: { n: 4 } })).task.id;
     // A real delivery and its proof, left LEASED (not ACKed), to mutate around.
     const s = await connect(node.url, { token: cred.token });
