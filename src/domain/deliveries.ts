@@ -1,5 +1,6 @@
 // Delivery history, detail and manual retry (spec §4). Reads never change state; a
 // delivery id is resolved only under its own subscription.
+import type { components } from "../../generated/http/openapi-types.js";
 import type { Pool, Tx } from "../db/types.js";
 import { retryDelivery, selectDelivery, selectDeliveryPage, type DeliveryRow, type DeliveryState } from "../db/queries/deliveries.js";
 import { selectEventById } from "../db/queries/result-log.js";
@@ -16,21 +17,8 @@ import { nowMs } from "./task-state.js";
 /** spec §4: the cumulative attempt budget of one delivery. */
 export const MAX_ATTEMPT_BUDGET = 1_000_000;
 
-export interface DeliveryWire {
-  id: string;
-  subscription_id: string;
-  event_id: string;
-  sequence: string;
-  revision: string;
-  state: DeliveryState;
-  created_at: string;
-  available_at: string;
-  lease_epoch: string;
-  lease_until?: string;
-  attempts: number;
-  attempt_budget: number;
-  acknowledged_at?: string;
-}
+/** The wire EventDelivery of spec §4, as the contract defines it. */
+export type DeliveryWire = components["schemas"]["EventDelivery"];
 
 /** lease_until only when LEASED, acknowledged_at only when ACKED (spec §4). */
 export function toWireDelivery(d: DeliveryRow): DeliveryWire {
