@@ -29,7 +29,9 @@ export async function dropDatabase(server: string, name: string): Promise<void> 
 }
 
 export async function startNode(databaseUrl: string, env: Record<string, string> = {}): Promise<BenchNode> {
-  const child = spawn(process.execPath, [ORBIT_BIN, "serve"], {
+  // ORBIT_BENCH_NODE_ARGS passes flags to the nodes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const nodeArgs = (process.env.ORBIT_BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, ORBIT_BIN, "serve"], {
     env: { ...process.env, ORBIT_DATABASE_URL: databaseUrl, ORBIT_PORT: "0", ORBIT_HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -100,4 +102,31 @@ export async function withCpu<T>(pids: Record<string, number | undefined>, fn: (
   const cpu: Record<string, number> = { wall, bench: (self.user + self.system) / 1e6 };
   for (const [k, p] of Object.entries(pids)) cpu[k] = p === undefined ? NaN : processCpuSeconds(p) - before[k]!;
   return { result, cpu };
+}
+
+/** MariaDB's global counters the cost model is written in (SHOW GLOBAL STATUS). */
+const DB_COUNTERS = ["Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Innodb_row_lock_waits", "Rows_read"] as const;
+
+/** Global counter deltas during fn (the whole server: the benchmark's own setup is kept outside fn). */
+export async function withDbCounters<T>(server: string, fn: () => Promise<T>): Promise<{ result: T; counters: Record<string, number> }> {
+  const c = await mysql.createConnection({ uri: server });
+  try {
+    const read = async () => {
+      const [rows] = (await c.query("SHOW GLOBAL STATUS WHERE Variable_name IN (?)", [DB_COUNTERS])) as unknown as [{ Variable_name: string; Value: string }[]];
+      return Object.fromEntries(rows.map((r) => [r.Variable_name, Number(r.Value)]));
+    };
+    const before = await read();
+    const result = await fn();
+    const after = await read();
+    // Each read is itself one statement.
+    const counters = Object.fromEntries(DB_COUNTERS.map((k) => [k, (after[k] ?? NaN) - (before[k] ?? NaN) - (k === "Questions" ? 1 : 0)]));
+    return { result, counters };
+  } finally {
+    await c.end();
+  }
+}
+
+/** Counters divided by the number of items (results, deliveries), two decimals. */
+export function perItem(counters: Record<string, number>, items: number): Record<string, number> {
+  return Object.fromEntries(Object.entries(counters).map(([k, v]) => [k, Math.round((v / items) * 100) / 100]));
 }

@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import mysql from "mysql2/promise";
 import { EventConnection, OrbitClient } from "../src/sdk/index.js";
-import { bootstrap, freshDatabase, dropDatabase, mariadbPid, rssMiB, startNode, withCpu, type BenchNode } from "./nodes.js";
+import { bootstrap, freshDatabase, dropDatabase, mariadbPid, perItem, rssMiB, startNode, withCpu, withDbCounters, type BenchNode } from "./nodes.js";
 
 export interface OrbitBenchOptions {
   readonly quick: boolean;
@@ -58,9 +58,10 @@ export async function measureAppend(o: OrbitBenchOptions) {
       if (c) attempts.push(c.attempt_id);
     });
     const pids = { node: node!.pid, mariadb: mariadbPid() };
-    const timed = await withCpu(pids, () =>
-      pool(attempts, 16, async (a) => void (await client.completeAttempt(a, { outcome: "succeeded", result: { ok: true } }))),
+    const counted = await withDbCounters(o.mysqlUrl, () =>
+      withCpu(pids, () => pool(attempts, 16, async (a) => void (await client.completeAttempt(a, { outcome: "succeeded", result: { ok: true } })))),
     );
+    const timed = counted.result;
     // The whole path: submit, claim, complete, 16 loops for a fixed time.
     const seconds = o.quick ? 4 : 10;
     let whole = 0;
@@ -84,6 +85,7 @@ export async function measureAppend(o: OrbitBenchOptions) {
       workers: 16,
       submitClaimCompletePerSec: whole / seconds,
       cpu: timed.cpu,
+      databasePerResult: perItem(counted.counters, attempts.length),
     };
   });
 }
@@ -149,7 +151,10 @@ export async function measureDrain(o: OrbitBenchOptions) {
     const client = new OrbitClient({ baseUrl: node!.url, token: one.token });
     const sub = await client.createSubscription("drain-one", { name: "drain-one", queue_id: one.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
     await seedBacklog(db, one.namespace_id, [one.queues[0]!.id], total);
-    const a = await withCpu(pids, () => drain(node!.url, Array.from({ length: 4 }, () => ({ token: one.token, subscriptionId: sub.subscription.id, capacity: 32 })), total));
+    const ca = await withDbCounters(o.mysqlUrl, () =>
+      withCpu(pids, () => drain(node!.url, Array.from({ length: 4 }, () => ({ token: one.token, subscriptionId: sub.subscription.id, capacity: 32 })), total)),
+    );
+    const a = ca.result;
     // (b) 16 subscriptions in 16 applications, 1 consumer each; the 20,000 results spread over their queues.
     const apps = Array.from({ length: 16 }, (_, i) => bootstrap(db, "bench16", `app${i}`, [`q${i}`]));
     const subs = await Promise.all(
@@ -158,10 +163,13 @@ export async function measureDrain(o: OrbitBenchOptions) {
       ),
     );
     await seedBacklog(db, apps[0]!.namespace_id, apps.map((c) => c.queues[0]!.id), total);
-    const b = await withCpu(pids, () => drain(node!.url, apps.map((c, i) => ({ token: c.token, subscriptionId: subs[i]!.subscription.id, capacity: 32 })), total));
+    const cb = await withDbCounters(o.mysqlUrl, () =>
+      withCpu(pids, () => drain(node!.url, apps.map((c, i) => ({ token: c.token, subscriptionId: subs[i]!.subscription.id, capacity: 32 })), total)),
+    );
+    const b = cb.result;
     return {
-      oneSubscription: { deliveriesPerSec: total / a.cpu.wall!, deliveries: total, consumers: 4, capacity: 32, cpu: a.cpu },
-      sixteenSubscriptions: { deliveriesPerSec: total / b.cpu.wall!, deliveries: total, subscriptions: 16, capacity: 32, cpu: b.cpu },
+      oneSubscription: { deliveriesPerSec: total / a.cpu.wall!, deliveries: total, consumers: 4, capacity: 32, cpu: a.cpu, databasePerDelivery: perItem(ca.counters, total) },
+      sixteenSubscriptions: { deliveriesPerSec: total / b.cpu.wall!, deliveries: total, subscriptions: 16, capacity: 32, cpu: b.cpu, databasePerDelivery: perItem(cb.counters, total) },
     };
   });
 }

@@ -4,6 +4,7 @@
 import type { Pool, PoolConnection } from "mysql2/promise";
 import { OrbitError, unavailable } from "../wire/errors.js";
 import { databaseErrors } from "../metrics.js";
+import { poolIsolation, type Isolation } from "./pool.js";
 
 /** MySQL/MariaDB errors after which the whole transaction may simply be run again. */
 const RETRYABLE_SQL_ERRORS: Readonly<Record<number, string>> = {
@@ -47,7 +48,6 @@ export function translateDbError(e: unknown): unknown {
 import type { Tx } from "./types.js";
 export type { Tx };
 
-export type Isolation = "READ COMMITTED" | "REPEATABLE READ";
 
 export async function withTransaction<T>(
   pool: Pool,
@@ -60,7 +60,7 @@ export async function withTransaction<T>(
     try {
       conn = await pool.getConnection();
       // Applies to the next transaction only; the default stays REPEATABLE READ.
-      if (isolation) await conn.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);
+      if (isolation && poolIsolation(pool) !== isolation) await conn.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);
       await conn.beginTransaction();
       const out = await fn(conn);
       if (signal?.aborted) throw unavailable();
