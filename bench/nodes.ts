@@ -130,3 +130,19 @@ export async function withDbCounters<T>(server: string, fn: () => Promise<T>): P
 export function perItem(counters: Record<string, number>, items: number): Record<string, number> {
   return Object.fromEntries(Object.entries(counters).map(([k, v]) => [k, Math.round((v / items) * 100) / 100]));
 }
+
+/** The node's claim histograms (GET /metrics): how many claims, their total seconds and leases. */
+export async function claimStats(url: string): Promise<{ claims: number; seconds: number; leases: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? NaN);
+  return { claims: value("orbit_claim_duration_seconds_count"), seconds: value("orbit_claim_duration_seconds_sum"), leases: value("orbit_claim_leases_sum") };
+}
+
+/** Claims during fn: mean duration (ms) and mean deliveries leased per claim. */
+export async function withClaimStats<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; claims: { count: number; meanMs: number; meanLeases: number } }> {
+  const a = await claimStats(url);
+  const result = await fn();
+  const b = await claimStats(url);
+  const count = b.claims - a.claims;
+  return { result, claims: { count, meanMs: Math.round(((b.seconds - a.seconds) / count) * 1e5) / 100, meanLeases: Math.round(((b.leases - a.leases) / count) * 10) / 10 } };
+}

@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import mysql from "mysql2/promise";
 import { EventConnection, OrbitClient } from "../src/sdk/index.js";
-import { bootstrap, freshDatabase, dropDatabase, mariadbPid, perItem, rssMiB, startNode, withCpu, withDbCounters, type BenchNode } from "./nodes.js";
+import { bootstrap, freshDatabase, dropDatabase, mariadbPid, perItem, rssMiB, startNode, withClaimStats, withCpu, withDbCounters, type BenchNode } from "./nodes.js";
 
 export interface OrbitBenchOptions {
   readonly quick: boolean;
@@ -151,10 +151,10 @@ export async function measureDrain(o: OrbitBenchOptions) {
     const client = new OrbitClient({ baseUrl: node!.url, token: one.token });
     const sub = await client.createSubscription("drain-one", { name: "drain-one", queue_id: one.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
     await seedBacklog(db, one.namespace_id, [one.queues[0]!.id], total);
-    const ca = await withDbCounters(o.mysqlUrl, () =>
+    const ca = await withClaimStats(node!.url, () => withDbCounters(o.mysqlUrl, () =>
       withCpu(pids, () => drain(node!.url, Array.from({ length: 4 }, () => ({ token: one.token, subscriptionId: sub.subscription.id, capacity: 32 })), total)),
-    );
-    const a = ca.result;
+    ));
+    const a = ca.result.result;
     // (b) 16 subscriptions in 16 applications, 1 consumer each; the 20,000 results spread over their queues.
     const apps = Array.from({ length: 16 }, (_, i) => bootstrap(db, "bench16", `app${i}`, [`q${i}`]));
     const subs = await Promise.all(
@@ -163,14 +163,41 @@ export async function measureDrain(o: OrbitBenchOptions) {
       ),
     );
     await seedBacklog(db, apps[0]!.namespace_id, apps.map((c) => c.queues[0]!.id), total);
-    const cb = await withDbCounters(o.mysqlUrl, () =>
+    const cb = await withClaimStats(node!.url, () => withDbCounters(o.mysqlUrl, () =>
       withCpu(pids, () => drain(node!.url, apps.map((c, i) => ({ token: c.token, subscriptionId: subs[i]!.subscription.id, capacity: 32 })), total)),
-    );
-    const b = cb.result;
+    ));
+    const b = cb.result.result;
     return {
-      oneSubscription: { deliveriesPerSec: total / a.cpu.wall!, deliveries: total, consumers: 4, capacity: 32, cpu: a.cpu, databasePerDelivery: perItem(ca.counters, total) },
-      sixteenSubscriptions: { deliveriesPerSec: total / b.cpu.wall!, deliveries: total, subscriptions: 16, capacity: 32, cpu: b.cpu, databasePerDelivery: perItem(cb.counters, total) },
+      oneSubscription: { deliveriesPerSec: total / a.cpu.wall!, deliveries: total, consumers: 4, capacity: 32, cpu: a.cpu, databasePerDelivery: perItem(ca.result.counters, total), claims: ca.claims },
+      sixteenSubscriptions: { deliveriesPerSec: total / b.cpu.wall!, deliveries: total, subscriptions: 16, capacity: 32, cpu: b.cpu, databasePerDelivery: perItem(cb.result.counters, total), claims: cb.claims },
     };
+  });
+}
+
+/**
+ * orbit.scaling: how one subscription's drain moves with capacity (4 consumers × 1/8/32)
+ * and with consumers (1/4/16 × capacity 32); each point drains its own fresh backlog.
+ */
+export async function measureScaling(o: OrbitBenchOptions) {
+  const total = o.quick ? 3000 : 10000;
+  const points: { consumers: number; capacity: number }[] = [
+    { consumers: 4, capacity: 1 }, { consumers: 4, capacity: 8 }, { consumers: 4, capacity: 32 },
+    { consumers: 1, capacity: 32 }, { consumers: 16, capacity: 32 },
+  ];
+  return withNodes(o, "scaling", 1, async (db, [node]) => {
+    const out: { consumers: number; capacity: number; deliveriesPerSec: number; claims: { count: number; meanMs: number; meanLeases: number } }[] = [];
+    for (const [i, p] of points.entries()) {
+      const cred = bootstrap(db, `scale${i}`, "scale", ["q"]);
+      const client = new OrbitClient({ baseUrl: node!.url, token: cred.token });
+      const sub = await client.createSubscription(`scale-${i}`, { name: `scale-${i}`, queue_id: cred.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
+      await seedBacklog(db, cred.namespace_id, [cred.queues[0]!.id], total);
+      const t0 = process.hrtime.bigint();
+      const r = await withClaimStats(node!.url, () =>
+        drain(node!.url, Array.from({ length: p.consumers }, () => ({ token: cred.token, subscriptionId: sub.subscription.id, capacity: p.capacity })), total),
+      );
+      out.push({ ...p, deliveriesPerSec: total / (Number(process.hrtime.bigint() - t0) / 1e9), claims: r.claims });
+    }
+    return { deliveries: total, points: out };
   });
 }
 

@@ -6,7 +6,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { measureDbCommit, measureDbCycle8 } from "./db.js";
 import { measureJetStream } from "./jetstream.js";
-import { measureAppend, measureDrain, measureIdle, measureLatency } from "./orbit.js";
+import { measureAppend, measureDrain, measureIdle, measureLatency, measureScaling } from "./orbit.js";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean" }, only: { type: "string" } }, strict: true });
 const o = { quick: values.quick === true, mysqlUrl: process.env.ORBIT_BENCH_MYSQL ?? "mysql://root@127.0.0.1:3306" };
@@ -31,6 +31,7 @@ const cycle8 = await step("db.cycle8", () => measureDbCycle8(o));
 const jet = await step("peer.jetstream", () => measureJetStream(o));
 const append = await step("orbit.append", () => measureAppend(o));
 const drain = await step("orbit.drain", () => measureDrain(o));
+const scaling = await step("orbit.scaling", () => measureScaling(o));
 const latency = await step("orbit.latency", () => measureLatency(o));
 const idle = await step("orbit.idle", () => measureIdle(o));
 
@@ -60,16 +61,23 @@ const rows: [string, string, string][] = [
   ["db.cycle8 (16 conns, 8 per tx)", `${f(cycleRate)} deliveries/s`, ""],
   ["peer.jetstream (20k, 64 in flight)", jetRate === undefined ? `skipped` : `${f(jetRate)} msgs/s`, ""],
   ["orbit.append (16 workers, complete only)", `${f(append?.resultsPerSec)} results/s`, `submit→claim→complete ${f(append?.submitClaimCompletePerSec)}/s`],
-  ["orbit.drain (1 sub, 4 × 32)", `${f(drainRate)} deliveries/s`, cpuLine(drain?.oneSubscription.cpu)],
-  ["orbit.drain (16 subs × 1)", `${f(drain?.sixteenSubscriptions.deliveriesPerSec)} deliveries/s`, cpuLine(drain?.sixteenSubscriptions.cpu)],
+  ["orbit.drain (1 sub, 4 × 32)", `${f(drainRate)} deliveries/s`, `${cpuLine(drain?.oneSubscription.cpu)}; ${claimLine(drain?.oneSubscription.claims)}`],
+  ["orbit.drain (16 subs × 1)", `${f(drain?.sixteenSubscriptions.deliveriesPerSec)} deliveries/s`, `${cpuLine(drain?.sixteenSubscriptions.cpu)}; ${claimLine(drain?.sixteenSubscriptions.claims)}`],
   ["orbit.latency same node", `p50 ${f(latency?.sameNode.p50Ms)} ms, p99 ${f(latency?.sameNode.p99Ms)} ms`, `${latency?.ratePerSec ?? ""}/s for ${latency?.seconds ?? ""} s`],
   ["orbit.latency other node", `p50 ${f(latency?.otherNode.p50Ms)} ms, p99 ${f(latency?.otherNode.p99Ms)} ms`, ""],
   ["orbit.idle (128 connections)", `${f(idle?.queriesPerSecPerConnection, 2)} queries/s each`, `node RSS ${f(idle?.nodeRssMiB)} MiB`],
 ];
+for (const p of scaling?.points ?? []) {
+  rows.push([`orbit.scaling ${p.consumers} × capacity ${p.capacity}`, `${f(p.deliveriesPerSec)} deliveries/s`, `${f(p.claims.meanLeases, 1)} per claim, ${f(p.claims.meanMs, 1)} ms each`]);
+}
 for (const [name, r] of Object.entries(ratios)) rows.push([name, f(r.value, 2), `goal ${r.goal}`]);
 const w = [Math.max(...rows.map((r) => r[0].length)), Math.max(...rows.map((r) => r[1].length))];
 process.stdout.write(`\nOrbit benchmark (${o.quick ? "quick" : "full"}, ${f(results.seconds)} s)\n`);
 for (const [a, b, c] of rows) process.stdout.write(`  ${a.padEnd(w[0]!)}  ${b.padEnd(w[1]!)}  ${c}\n`);
+
+function claimLine(c?: { meanLeases: number; meanMs: number }): string {
+  return c ? `${f(c.meanLeases, 1)} per claim, ${f(c.meanMs, 1)} ms each` : "";
+}
 
 function cpuLine(cpu?: Record<string, number>): string {
   if (!cpu) return "";

@@ -28,6 +28,19 @@ export const eventConnections = new Gauge({
 
 export const claimsInFlight = new Gauge({ name: "orbit_claims_in_flight", help: "Claims running on this node.", registers: [registry] });
 export const claimsWaiting = new Gauge({ name: "orbit_claims_waiting", help: "Connections waiting for a claim on this node.", registers: [registry] });
+/** A subscription's drain is about (deliveries per claim) / (claim duration): these two say which one to look at. */
+export const claimDuration = new Histogram({
+  name: "orbit_claim_duration_seconds",
+  help: "Claim transaction duration, start to commit.",
+  buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
+  registers: [registry],
+});
+export const claimLeases = new Histogram({
+  name: "orbit_claim_leases",
+  help: "Deliveries leased by one claim (all the connections it served).",
+  buckets: [0, 1, 2, 4, 8, 16, 32],
+  registers: [registry],
+});
 
 export const deliveries = new Counter({
   name: "orbit_deliveries_total",

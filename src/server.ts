@@ -56,9 +56,10 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     writeRawError(socket, "INVALID_ARGUMENT");
   });
   // Claims get a pool of their own, as large as the claim pool, so that slow claim SQL
-  // never holds up ACKs, pings and hellos (spec §5). Every claim is READ COMMITTED
-  // (delivery-engine.ts), so the level is set once per connection.
-  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, "READ COMMITTED");
+  // never holds up ACKs, pings and hellos (spec §5). Every claim is a READ COMMITTED
+  // transaction (delivery-engine.ts) and nothing else runs there, so the level and
+  // autocommit off are set once per connection.
+  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, { isolation: "READ COMMITTED", implicitTransactions: true });
   const hub = new EventHub({
     pool,
     claimPool,

@@ -59,21 +59,33 @@ export async function ensureDatabase(target: DatabaseTarget): Promise<void> {
   }
 }
 
-/** Pools whose connections run every transaction at this isolation level (set per session). */
-const sessionIsolation = new WeakMap<Pool, Isolation>();
-
 export type Isolation = "READ COMMITTED" | "REPEATABLE READ";
 
-export function poolIsolation(pool: Pool): Isolation | undefined {
-  return sessionIsolation.get(pool);
+/** How a pool's connections are set up once per session (withTransaction reads it). */
+export interface SessionMode {
+  /** Every transaction runs at this level. */
+  readonly isolation: Isolation;
+  /**
+   * autocommit off: the first statement opens the transaction, so withTransaction sends no
+   * `START TRANSACTION`. Only for a pool used through withTransaction alone — a bare query
+   * would leave a transaction open on the connection.
+   */
+  readonly implicitTransactions: boolean;
+}
+
+const sessionModes = new WeakMap<Pool, SessionMode>();
+
+export function sessionMode(pool: Pool): SessionMode | undefined {
+  return sessionModes.get(pool);
 }
 
 /**
- * `isolation` sets the level once per connection instead of before every transaction:
- * the claim pool runs only READ COMMITTED transactions, and a `SET TRANSACTION` per claim
- * was one of its 13 round trips.
+ * `mode` sets the isolation level (and autocommit) once per connection instead of before
+ * every transaction. The claim pool uses it: a claim's round trips are its latency, and
+ * one claim in flight per application makes that latency a subscription's throughput
+ * (`SET TRANSACTION` and `START TRANSACTION` were 2 of a claim's 9).
  */
-export function createPool(url: string, connectionLimit: number, isolation?: Isolation): Pool {
+export function createPool(url: string, connectionLimit: number, mode?: SessionMode): Pool {
   const pool = mysql.createPool({
     ...baseOptions(url),
     connectionLimit,
@@ -89,8 +101,9 @@ export function createPool(url: string, connectionLimit: number, isolation?: Iso
   // server's own zone; this runs before any other statement on a new connection.
   pool.on("connection", (conn) => {
     conn.query("SET time_zone = '+00:00'");
-    if (isolation) conn.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${isolation}`);
+    if (mode) conn.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${mode.isolation}`);
+    if (mode?.implicitTransactions) conn.query("SET SESSION autocommit = 0");
   });
-  if (isolation) sessionIsolation.set(pool, isolation);
+  if (mode) sessionModes.set(pool, mode);
   return pool;
 }

@@ -4,7 +4,7 @@
 import type { Pool, PoolConnection } from "mysql2/promise";
 import { OrbitError, unavailable } from "../wire/errors.js";
 import { databaseErrors } from "../metrics.js";
-import { poolIsolation, type Isolation } from "./pool.js";
+import { sessionMode, type Isolation } from "./pool.js";
 
 /** MySQL/MariaDB errors after which the whole transaction may simply be run again. */
 const RETRYABLE_SQL_ERRORS: Readonly<Record<number, string>> = {
@@ -19,7 +19,14 @@ const CONNECTION_ERROR_CODES = new Set([
   "ER_CON_COUNT_ERROR", "PROTOCOL_SEQUENCE_TIMEOUT", "ENOTFOUND", "EHOSTUNREACH",
 ]);
 
+/**
+ * Thrown by a transaction that found a row changed between its read and its guarded
+ * write (a rare race it does not lock against): the whole transaction runs again.
+ */
+export class RetryTransaction extends Error {}
+
 export function isRetryable(e: unknown): boolean {
+  if (e instanceof RetryTransaction) return true;
   const errno = (e as { errno?: unknown })?.errno;
   return typeof errno === "number" && errno in RETRYABLE_SQL_ERRORS;
 }
@@ -60,8 +67,9 @@ export async function withTransaction<T>(
     try {
       conn = await pool.getConnection();
       // Applies to the next transaction only; the default stays REPEATABLE READ.
-      if (isolation && poolIsolation(pool) !== isolation) await conn.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);
-      await conn.beginTransaction();
+      const mode = sessionMode(pool);
+      if (isolation && mode?.isolation !== isolation) await conn.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);
+      if (!mode?.implicitTransactions) await conn.beginTransaction();
       const out = await fn(conn);
       if (signal?.aborted) throw unavailable();
       await conn.commit();

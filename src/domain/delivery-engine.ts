@@ -1,40 +1,51 @@
 // The delivery engine (spec §4-6): materialise deliveries from the result log, lease
-// them to a connection, recover expired leases, and take ACKs. Every decision is made in
+// them to connections, recover expired leases, and take ACKs. Every decision is made in
 // the database, inside one transaction, so several nodes consuming one subscription
 // agree (platform.md: nothing that decides delivery lives only in a node's memory).
 //
-// One claim is one READ COMMITTED transaction:
-//   lock the subscription row        — claims of one subscription take turns, across nodes
-//   recover expired leases           — PENDING within budget, else EXPIRED
+// One claim is one READ COMMITTED transaction for the waiting connections of one
+// subscription on this node:
+//   lock the subscription row        — claims of one subscription take turns, across nodes;
+//                                      the same round trip reads the credential's
+//                                      revocation, the log head and whether any lease ran out
+//   recover expired leases           — only when one did: PENDING within budget, else EXPIRED
 //   materialise                      — from cursor_sequence up to the committed head,
 //                                      while pending_count < max_pending
-//   lease up to capacity − held      — epoch+1, attempts+1, lease_until, new secret digest
+//   lease, per connection, up to capacity − held and its free write slots
+//                                    — epoch+1, attempts+1, lease_until, new secret digest
 // and only after COMMIT does the caller send event.deliver: the lease is durable first.
 // READ COMMITTED keeps the recovery scan from gap-locking LEASED rows that concurrent
 // ACKs are updating; the subscription row lock is what serialises claims.
+//
+// Round trips of a claim that leases without recovering or materialising: lock and state
+// (held counts included; the claim pool's autocommit is off, so no START), claimable rows
+// with their events, lease, COMMIT — 4 for up to 4 connections × 8 deliveries (it was 13
+// for one connection's 8; bench/README.md).
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Pool, Tx } from "../db/types.js";
-import { withTransaction } from "../db/tx.js";
+import { RetryTransaction, withTransaction } from "../db/tx.js";
 import {
-  countHeld, countPending, countReady, insertDeliveries, leaseDeliveries, markAcked, recoverExpiredLeases, selectClaimable,
-  selectProofs, selectWithEvents, updateCursor,
+  countPending, insertDeliveries, leaseDeliveries, markAcked, recoverExpiredLeases, selectClaimable, selectProofs, updateCursor,
+  type DeliveryRow,
 } from "../db/queries/deliveries.js";
 import { selectMatchingEvents } from "../db/queries/result-log.js";
-import { selectSubscriptionForClaim, type SubscriptionRow } from "../db/queries/subscriptions.js";
+import { selectClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
 import { insertAudits } from "../db/queries/audit.js";
 import { OrbitError } from "../wire/errors.js";
 import { encodeBase64url } from "../wire/base64url.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId } from "./identity.js";
-import { readStream, toWireEvent, type ResultEventWire } from "./result-log.js";
+import { toWireEvent, type ResultEventWire } from "./result-log.js";
 import { toWireDelivery, type DeliveryWire } from "./deliveries.js";
 import { nowMs } from "./task-state.js";
-import { credentialRevoked } from "../db/queries/identity.js";
 import * as metrics from "../metrics.js";
 
 const LEASE_SECRET_BYTES = 32;
-/** Materialise when fewer PENDING deliveries than this are ready (4 claims of 8). */
-const READY_LOW_WATER = 32;
+/**
+ * Materialise when fewer PENDING deliveries than this are ready: two full claims (4
+ * connections × 8). Materialising is five statements; above this mark a claim skips them.
+ */
+const READY_LOW_WATER = 64;
 
 export function secretDigest(secret: Buffer): Buffer {
   return createHash("sha256").update(secret).digest();
@@ -47,23 +58,32 @@ export interface Lease {
   readonly leaseSecret: string;
 }
 
-export interface ClaimRequest {
-  readonly subscriptionId: string;
-  /** The connection's credential: a claim re-checks that it was not revoked. */
-  readonly credentialId?: string;
+/** One connection's part of a claim. */
+export interface ClaimSeat {
   readonly sessionId: string;
   readonly capacity: number;
-  readonly leaseDurationMs: number;
   /** At most this many new leases (the connection's free write slots); default capacity. */
   readonly maxLeases?: number;
 }
 
-export interface ClaimOutcome {
+export interface ClaimRequest {
+  readonly subscriptionId: string;
+  readonly leaseDurationMs: number;
+  /** The connections to lease for, in the order they are served. */
+  readonly seats: readonly ClaimSeat[];
+}
+
+export interface SeatOutcome {
   readonly leases: Lease[];
-  /** The subscription is paused: nothing was materialised or leased. */
-  readonly paused: boolean;
   /** LEASED deliveries the session holds after this claim. */
   readonly held: number;
+}
+
+export interface ClaimOutcome {
+  /** The subscription is paused: nothing was materialised or leased. */
+  readonly paused: boolean;
+  /** One per seat, in the request's order. */
+  readonly seats: SeatOutcome[];
 }
 
 /**
@@ -71,32 +91,63 @@ export interface ClaimOutcome {
  * needed events were purged (the cursor is below the retention boundary) it fails with
  * EVENT_HISTORY_EXPIRED.
  */
-export async function materialise(tx: Tx, s: SubscriptionRow, now: Date): Promise<number> {
-  // Cheapest test first: nothing new in the log means nothing to count or scan.
-  const { head, retentionBoundary } = await readStream(tx, s.namespace_id);
-  if (BigInt(s.cursor_sequence) >= BigInt(head)) return 0;
-  // Enough already waiting: materialise later, in one larger step. Counting the whole
-  // backlog (up to max_pending rows) on every claim was most of a drain's database work
-  // (measured: ~70 index rows read per delivery with max_pending 1000).
-  if ((await countReady(tx, s.id, READY_LOW_WATER)) >= READY_LOW_WATER) return 0;
+export async function materialise(tx: Tx, s: ClaimStateRow, now: Date): Promise<number> {
+  // Cheapest tests first (both read with the lock): nothing new in the log, or enough
+  // already waiting — materialise later, in one larger step. Counting the whole backlog
+  // on every claim was most of a drain's database work (measured: ~70 index rows read per
+  // delivery with max_pending 1000).
+  if (BigInt(s.cursor_sequence) >= BigInt(s.head_sequence)) return 0;
+  if (s.ready >= READY_LOW_WATER) return 0;
   const room = s.max_pending - (await countPending(tx, s.id));
   if (room <= 0) return 0;
-  if (BigInt(s.cursor_sequence) < BigInt(retentionBoundary)) {
-    throw new OrbitError("EVENT_HISTORY_EXPIRED", `events after ${s.cursor_sequence} up to ${retentionBoundary} were purged before delivery`);
+  if (BigInt(s.cursor_sequence) < BigInt(s.retention_boundary)) {
+    throw new OrbitError("EVENT_HISTORY_EXPIRED", `events after ${s.cursor_sequence} up to ${s.retention_boundary} were purged before delivery`);
   }
   const events = await selectMatchingEvents(tx, {
     namespaceId: s.namespace_id,
     queueId: s.queue_id,
     types: s.types.split(","),
     after: s.cursor_sequence,
-    upTo: head,
+    upTo: s.head_sequence,
     limit: room,
   });
   await insertDeliveries(tx, s.id, s.max_attempts, now, events.map((e) => ({ id: newId(), eventId: e.id, sequence: e.sequence })));
   // A full page may stop short of the head; otherwise everything up to the head is scanned.
-  const cursor = events.length === room ? events.at(-1)!.sequence : head;
+  const cursor = events.length === room ? events.at(-1)!.sequence : s.head_sequence;
   await updateCursor(tx, s.id, cursor);
   return events.length;
+}
+
+/** "session:count,…" from the claim state query → count per session. */
+function parseHeld(held: string | null): Map<string, number> {
+  if (!held) return new Map();
+  return new Map(held.split(",").map((pair) => [pair.slice(0, pair.indexOf(":")), Number(pair.slice(pair.indexOf(":") + 1))]));
+}
+
+/**
+ * The row as leaseDeliveries left it — the same assignments, made here instead of read
+ * back (a round trip less): the UPDATE matched exactly these PENDING rows.
+ */
+function afterLease(row: DeliveryRow, leaseUntil: Date): DeliveryRow {
+  return {
+    ...row,
+    state: "LEASED",
+    lease_epoch: (BigInt(row.lease_epoch) + 1n).toString(),
+    attempts: row.attempts + 1,
+    lease_until: leaseUntil,
+    revision: (BigInt(row.revision) + 1n).toString(),
+  };
+}
+
+/** How many each seat may take: its room (capacity − held, its write slots), in seat order. */
+function shares(seats: readonly ClaimSeat[], held: ReadonlyMap<string, number>, available: number): number[] {
+  let left = available;
+  return seats.map((seat) => {
+    const room = Math.max(0, Math.min(seat.capacity - (held.get(seat.sessionId) ?? 0), seat.maxLeases ?? seat.capacity));
+    const n = Math.min(room, left);
+    left -= n;
+    return n;
+  });
 }
 
 export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): Promise<ClaimOutcome> {
@@ -104,34 +155,40 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
   let counted = { created: 0, leased: 0, expired: 0 };
   const out = await withTransaction(
     pool,
-    async (tx) => {
+    async (tx): Promise<ClaimOutcome> => {
       counted = { created: 0, leased: 0, expired: 0 };
-      const s = await selectSubscriptionForClaim(tx, r.subscriptionId);
-      if (!s) throw new OrbitError("NOT_FOUND");
-      if (r.credentialId !== undefined && (await credentialRevoked(tx, r.credentialId))) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
-      if (!s.enabled) return { leases: [], paused: true, held: await countHeld(tx, r.sessionId) };
       const now = nowMs();
-      const recovered = await recoverExpiredLeases(tx, s.id, now);
-      const created = await materialise(tx, s, now);
-      counted.expired += recovered.expired;
-      counted.created += created;
-      const held = await countHeld(tx, r.sessionId);
-      const free = Math.min(r.capacity - held, r.maxLeases ?? r.capacity);
-      if (free <= 0) return { leases: [], paused: false, held };
-      const ids = await selectClaimable(tx, s.id, now, free);
-      if (ids.length === 0) return { leases: [], paused: false, held };
-      const secrets = ids.map((id) => ({ id, secret: randomBytes(LEASE_SECRET_BYTES) }));
+      const sessionIds = r.seats.map((seat) => seat.sessionId);
+      const s = await selectClaimState(tx, r.subscriptionId, { now, readyUpTo: READY_LOW_WATER, sessionIds });
+      if (!s) throw new OrbitError("NOT_FOUND");
+      if (s.credential_revoked) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
+      const held = parseHeld(s.held);
+      const idle = (): ClaimOutcome => ({ paused: !s.enabled, seats: sessionIds.map((id) => ({ leases: [], held: held.get(id) ?? 0 })) });
+      if (!s.enabled) return idle();
+      if (s.lease_expired) counted.expired = (await recoverExpiredLeases(tx, s.id, now)).expired;
+      counted.created = await materialise(tx, s, now);
+      const wanted = shares(r.seats, held, Number.MAX_SAFE_INTEGER).reduce((a, b) => a + b, 0);
+      const rows = wanted === 0 ? [] : await selectClaimable(tx, s.id, now, wanted);
+      if (rows.length === 0) return idle();
+      // Oldest first to the first seat: the scheduler's order is arrival order.
+      let next = 0;
+      const leases = shares(r.seats, held, rows.length).flatMap((n, k) =>
+        rows.slice(next, (next += n)).map((row) => ({ row, sessionId: r.seats[k]!.sessionId, secret: randomBytes(LEASE_SECRET_BYTES) })),
+      );
       const leaseUntil = new Date(now.getTime() + r.leaseDurationMs);
-      const leased = await leaseDeliveries(tx, secrets.map((x) => ({ id: x.id, digest: secretDigest(x.secret) })), r.sessionId, leaseUntil);
-      // The subscription lock makes every PENDING row ours to lease.
-      if (leased !== ids.length) throw new Error("a claimable delivery changed under the subscription lock");
-      counted.leased += leased;
-      const bySecret = new Map(secrets.map((x) => [x.id, encodeBase64url(x.secret)]));
-      const rows = await selectWithEvents(tx, ids);
+      const leased = await leaseDeliveries(tx, leases.map((l) => ({ id: l.row.id, sessionId: l.sessionId, digest: secretDigest(l.secret) })), leaseUntil);
+      // A late ACK turned a selected row ACKED in between (rare): run the claim again.
+      if (leased !== rows.length) throw new RetryTransaction("a claimable delivery changed before its lease");
+      counted.leased = leased;
       return {
         paused: false,
-        held: held + ids.length,
-        leases: rows.map((row) => ({ delivery: toWireDelivery(row), event: toWireEvent(row.ev), leaseSecret: bySecret.get(row.id)! })),
+        seats: r.seats.map((seat) => {
+          const mine = leases.filter((l) => l.sessionId === seat.sessionId);
+          return {
+            held: (held.get(seat.sessionId) ?? 0) + mine.length,
+            leases: mine.map((l) => ({ delivery: toWireDelivery(afterLease(l.row, leaseUntil)), event: toWireEvent(l.row.ev), leaseSecret: encodeBase64url(l.secret) })),
+          };
+        }),
       };
     },
     signal,

@@ -9,7 +9,7 @@ import type { Pool } from "../db/types.js";
 import { isConnectionError } from "../db/tx.js";
 import { closeSession, insertSession } from "../db/queries/sessions.js";
 import { selectSubscription } from "../db/queries/subscriptions.js";
-import { claim } from "../domain/delivery-engine.js";
+import { claim, type ClaimOutcome, type SeatOutcome } from "../domain/delivery-engine.js";
 import { authenticate, newId, requireAction, type Caller } from "../domain/identity.js";
 import { owned } from "../domain/subscriptions.js";
 import { nowMs } from "../domain/task-state.js";
@@ -26,7 +26,7 @@ import * as metrics from "../metrics.js";
 export interface ConnectionDeps {
   readonly pool: Pool;
   readonly claimPool: Pool;
-  readonly scheduler: ClaimScheduler;
+  readonly scheduler: ClaimScheduler<EventConnection>;
   readonly acks: AckBatcher;
   readonly log: Logger;
   readonly nodeId: string;
@@ -63,6 +63,10 @@ export class EventConnection implements Claimant {
   private held = 0;
   private paused = false;
   private pendingWrites = 0;
+  /** ACKs received and not yet answered (their replies precede later deliveries). */
+  private readonly acksInFlight = new Set<Promise<void>>();
+  /** Claim again once the write queue is empty (a full batch left more to take). */
+  private refillWhenFlushed = false;
   private processing = 0;
   private helloTimer: NodeJS.Timeout | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
@@ -124,7 +128,11 @@ export class EventConnection implements Claimant {
     if (!this.isBound || f.session_id !== this.sessionId) return this.close(CLOSE.policy, "wrong session");
     this.touch();
     if (isPing(f)) return this.ping(f);
-    if (isAck(f)) return this.ack(f);
+    if (isAck(f)) {
+      const replied = this.ack(f);
+      this.acksInFlight.add(replied);
+      return replied.finally(() => this.acksInFlight.delete(replied));
+    }
   }
 
   private async hello(f: EventsHello): Promise<void> {
@@ -230,30 +238,59 @@ export class EventConnection implements Claimant {
     if (this.isBound && !this.paused && this.held < this.capacity) this.deps.scheduler.request(this);
   }
 
-  /** Called by the scheduler: one claim, then the frames, after the lease is committed. */
-  async runClaim(): Promise<void> {
-    const slots = WRITE_QUEUE_PER_CONNECTION - this.pendingWrites;
-    if (!this.isBound || slots <= 0) return;
+  /**
+   * Called by the scheduler: one claim for these connections of one subscription, then
+   * each one's frames, after the leases are committed. Never throws.
+   */
+  static async runClaims(batch: readonly EventConnection[]): Promise<void> {
+    const ready = batch.filter((c) => {
+      if (!c.isBound) return false;
+      if (c.pendingWrites < WRITE_QUEUE_PER_CONNECTION) return true;
+      c.refillWhenFlushed = true;
+      return false;
+    });
+    if (ready.length === 0) return;
+    const seats = ready.map((c) => ({ sessionId: c.sessionId, capacity: c.capacity, maxLeases: WRITE_QUEUE_PER_CONNECTION - c.pendingWrites }));
+    const { claimPool, leaseDurationMs } = ready[0]!.deps;
+    let out: ClaimOutcome;
+    const stop = metrics.claimDuration.startTimer();
     try {
-      const out = await claim(this.deps.claimPool, {
-        subscriptionId: this.subscriptionId,
-        credentialId: this.caller.credentialId,
-        sessionId: this.sessionId,
-        capacity: this.capacity,
-        leaseDurationMs: this.deps.leaseDurationMs,
-        maxLeases: slots,
-      });
-      this.held = out.held;
-      this.paused = out.paused;
-      for (const l of out.leases) {
-        this.send(deliverFrame(this.sessionId, { delivery: l.delivery, event: l.event, lease_secret: l.leaseSecret }));
-      }
-      // A full batch may leave more to take: ask again.
-      if (out.leases.length === slots && out.held < this.capacity) this.deps.scheduler.request(this);
+      out = await claim(claimPool, { subscriptionId: ready[0]!.subscriptionId, leaseDurationMs, seats });
     } catch (e) {
-      if (e instanceof OrbitError) return this.closeWithError(e.code, e.message);
-      this.dbFailure(e);
+      for (const c of ready) c.claimFailed(e);
+      return;
+    } finally {
+      stop();
     }
+    metrics.claimLeases.observe(out.seats.reduce((n, seat) => n + seat.leases.length, 0));
+    ready.forEach((c, k) => c.claimed(out.paused, out.seats[k]!, seats[k]!.maxLeases));
+  }
+
+  private claimed(paused: boolean, out: SeatOutcome, slots: number): void {
+    this.held = out.held;
+    this.paused = paused;
+    const frames = out.leases.map((l) => deliverFrame(this.sessionId, { delivery: l.delivery, event: l.event, lease_secret: l.leaseSecret }));
+    // The claim may have counted a slot freed by an ACK that is committed but not yet
+    // answered; its reply goes out first, so that the client never sees more deliveries
+    // outstanding than its capacity. The frames hold their write slots while they wait.
+    const before = [...this.acksInFlight];
+    if (before.length === 0) frames.forEach((f) => this.send(f));
+    else {
+      this.pendingWrites += frames.length;
+      void Promise.allSettled(before).then(() => {
+        this.pendingWrites -= frames.length;
+        frames.forEach((f) => this.send(f));
+      });
+    }
+    // A full batch may leave more to take: ask again once these frames are written — asked
+    // at once, the next claim (it starts as soon as this one ends) would find this
+    // connection's write queue still full and leave it out.
+    if (out.leases.length === slots && out.held < this.capacity) this.refillWhenFlushed = true;
+  }
+
+  private claimFailed(e: unknown): void {
+    if (e instanceof OrbitError) return this.closeWithError(e.code, e.message);
+    this.dbFailure(e);
   }
 
   /**
@@ -268,6 +305,10 @@ export class EventConnection implements Claimant {
     this.ws.send(JSON.stringify(frame), () => {
       clearTimeout(timer);
       this.pendingWrites--;
+      if (this.pendingWrites === 0 && this.refillWhenFlushed) {
+        this.refillWhenFlushed = false;
+        this.requestClaim();
+      }
     });
   }
 

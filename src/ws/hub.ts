@@ -44,7 +44,9 @@ export class EventHub {
     handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
   });
   private readonly connections = new Set<EventConnection>();
-  private readonly scheduler = new ClaimScheduler();
+  /** Session closes of connections that already left `connections`, still being written. */
+  private readonly closingSessions = new Set<Promise<void>>();
+  private readonly scheduler = new ClaimScheduler<EventConnection>((batch) => EventConnection.runClaims(batch));
   private readonly acks: AckBatcher;
   private readonly heads = new Map<string, string>();
   private readonly poll: NodeJS.Timeout;
@@ -94,6 +96,9 @@ export class EventHub {
           onBound: () => undefined,
           onClosed: (c) => {
             this.connections.delete(c);
+            // Shutdown waits for this close to be recorded too (the pool ends after it).
+            const recorded = c.sessionClosed.finally(() => this.closingSessions.delete(recorded));
+            this.closingSessions.add(recorded);
             metrics.eventConnections.set(this.connections.size);
           },
         });
@@ -142,7 +147,7 @@ export class EventHub {
     await this.acks.drain();
     const all = [...this.connections];
     for (const c of all) c.close(CLOSE.goingAway, "server shutting down");
-    await Promise.all(all.map((c) => c.sessionClosed));
+    await Promise.all([...all.map((c) => c.sessionClosed), ...this.closingSessions]);
     // A client that never answers the close frame must not hold the process for ws's 30 s
     // closing timeout: 2 s after 1001, what is left is cut.
     await new Promise((r) => setTimeout(r, all.some((c) => !c.socketClosed) ? 2000 : 0));

@@ -41,6 +41,11 @@ describe("deliveries", function () {
     capacity,
     leaseDurationMs,
   });
+  /** One connection's claim: the engine's claim with a single seat. */
+  const claimOne = async (pool: Parameters<typeof claim>[0], r: ReturnType<typeof session>) => {
+    const out = await claim(pool, { subscriptionId: r.subscriptionId, leaseDurationMs: r.leaseDurationMs, seats: [{ sessionId: r.sessionId, capacity: r.capacity }] });
+    return { paused: out.paused, ...out.seats[0]! };
+  };
   const proof = (l: Lease) => ({ deliveryId: l.delivery.id, epoch: l.delivery.lease_epoch, secret: Buffer.from(l.leaseSecret, "base64url") });
   const who = (subscriptionId: string) => ({ subscriptionId, namespaceId: cred.namespace_id, credentialId: cred.credential_id });
 
@@ -61,14 +66,14 @@ describe("deliveries", function () {
 
   it("shows each state with exactly the fields of §4, and never a secret", async () => {
     const s = await subscription({ max_attempts: 1 });
-    const leased = (await claim(pool, session(s.id, 3, 300))).leases;
+    const leased = (await claimOne(pool, session(s.id, 3, 300))).leases;
     assert.equal(leased.length, 3);
     const [acked] = await ack(pool, who(s.id), [proof(leased[0]!)]);
     assert.ok(acked?.ok);
-    const fresh = (await claim(pool, session(s.id, 1, 60000))).leases[0]!; // stays LEASED
+    const fresh = (await claimOne(pool, session(s.id, 1, 60000))).leases[0]!; // stays LEASED
     await sleep(400);
     // A later claim recovers the two expired leases: budget 1 is spent, so EXPIRED.
-    const outcome = await claim(pool, session(s.id, 0));
+    const outcome = await claimOne(pool, session(s.id, 0));
     assert.equal(outcome.leases.length, 0);
 
     const list = await api.get(`/v1/subscriptions/${s.id}/deliveries?limit=100`);
@@ -107,7 +112,7 @@ describe("deliveries", function () {
 
   it("filters by state, pages newest first, and binds cursors to subscription and filter", async () => {
     const s = await subscription();
-    await claim(pool, session(s.id, 2));
+    await claimOne(pool, session(s.id, 2));
     const all: string[] = [];
     let cursor: string | undefined;
     do {
@@ -140,7 +145,7 @@ describe("deliveries", function () {
   it("never resolves a delivery under another subscription", async () => {
     const a = await subscription();
     const b = await subscription();
-    const d = (await claim(pool, session(a.id, 1))).leases[0]!.delivery;
+    const d = (await claimOne(pool, session(a.id, 1))).leases[0]!.delivery;
     assert.equal((await api.get(`/v1/subscriptions/${a.id}/deliveries/${d.id}`)).status, 200);
     assertError(await api.get(`/v1/subscriptions/${b.id}/deliveries/${d.id}`), 404, "NOT_FOUND");
     assertError(await api.get(`/v1/subscriptions/${a.id}/deliveries/${ID}`), 404, "NOT_FOUND");
@@ -154,11 +159,11 @@ describe("deliveries", function () {
 
   it("retries only EXPIRED deliveries: PENDING again with more budget, nothing reset, audited, replay adds nothing", async () => {
     const s = await subscription({ max_attempts: 1, max_pending: 1 });
-    const first = (await claim(pool, session(s.id, 1, 200))).leases[0]!;
+    const first = (await claimOne(pool, session(s.id, 1, 200))).leases[0]!;
     const path = `/v1/subscriptions/${s.id}/deliveries/${first.delivery.id}:retry`;
     assertError(await api.post(path, { expected_revision: first.delivery.revision, reason: "early", additional_attempts: 1 }), 409, "STATE_CONFLICT");
     await sleep(300);
-    await claim(pool, session(s.id, 1)); // recovers: budget spent → EXPIRED
+    await claimOne(pool, session(s.id, 1)); // recovers: budget spent → EXPIRED
     const expired = (await api.get(`/v1/subscriptions/${s.id}/deliveries/${first.delivery.id}`)).json.data.delivery;
     assert.equal(expired.state, "EXPIRED");
     const sub = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
@@ -193,7 +198,7 @@ describe("deliveries", function () {
     assert.equal((await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery.attempt_budget, 3, "the replay added nothing");
     assertError(await api.post(path, { ...body, additional_attempts: 3 }, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");
     // The retried delivery is claimed again with a new epoch.
-    const again = (await claim(pool, session(s.id, 1))).leases[0]!;
+    const again = (await claimOne(pool, session(s.id, 1))).leases[0]!;
     assert.equal(again.delivery.id, d.id);
     assert.equal(again.delivery.lease_epoch, "2");
     assert.equal(again.delivery.attempts, 2);
@@ -211,9 +216,9 @@ describe("deliveries", function () {
 
   it("caps the cumulative attempt budget at 1000000", async () => {
     const s = await subscription({ max_attempts: 1, max_pending: 1 });
-    const first = (await claim(pool, session(s.id, 1, 100))).leases[0]!;
+    const first = (await claimOne(pool, session(s.id, 1, 100))).leases[0]!;
     await sleep(200);
-    await claim(pool, session(s.id, 1));
+    await claimOne(pool, session(s.id, 1));
     const c = await db.connect();
     try {
       await c.query("UPDATE deliveries SET attempt_budget = 999950 WHERE id = ?", [first.delivery.id]);
@@ -231,7 +236,7 @@ describe("deliveries", function () {
   it("keeps the usage fields as defined: cursor_sequence, pending_count, and a revision only configure moves", async () => {
     const s = await subscription({ max_pending: 4 });
     assert.equal(s.cursor_sequence, "0");
-    const leases = (await claim(pool, session(s.id, 2))).leases;
+    const leases = (await claimOne(pool, session(s.id, 2))).leases;
     let now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
     assert.equal(now.pending_count, 4, "materialised up to max_pending");
     assert.equal(now.cursor_sequence, "4", "scanned up to the fourth result, where the backlog filled");
@@ -240,7 +245,7 @@ describe("deliveries", function () {
     now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
     assert.equal(now.pending_count, 2, "ACKED leaves the backlog");
     assert.equal(now.revision, "1", "nor does an ACK");
-    await claim(pool, session(s.id, 0));
+    await claimOne(pool, session(s.id, 0));
     now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
     assert.equal(now.pending_count, 4);
     assert.equal(now.cursor_sequence, "6", "the whole log is scanned once room allows");
@@ -257,7 +262,7 @@ describe("deliveries", function () {
     await waitSequenced(db, own.namespace_id);
     const created = await api2.post("/v1/subscriptions", { name: "retained", queue_id: own.queues[0]!.id, from_sequence: "0", max_pending: 2 });
     const sid = created.json.data.subscription.id as string;
-    const [first, second] = (await claim(pool, session(sid, 2))).leases;
+    const [first, second] = (await claimOne(pool, session(sid, 2))).leases;
     await ack(pool, { subscriptionId: sid, namespaceId: own.namespace_id, credentialId: own.credential_id }, [proof(first!)]);
     const res = await runCli(["purge", "--namespace", "retained", "--before", "4"], { ORBIT_DATABASE_URL: db.url });
     assert.equal(res.code, 0, res.stderr);

@@ -2,6 +2,7 @@
 // and domain/delivery-engine.ts (materialise, claim, ACK).
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
+import type { EventRow } from "./result-log.js";
 
 export type DeliveryState = "PENDING" | "LEASED" | "ACKED" | "EXPIRED";
 
@@ -103,21 +104,6 @@ export async function countPending(tx: Tx, subscriptionId: string): Promise<numb
   return Number(rows[0]!.n);
 }
 
-/** PENDING deliveries ready to lease, counted up to `upTo` (reads at most that many rows). */
-export async function countReady(tx: Tx, subscriptionId: string, upTo: number): Promise<number> {
-  const [rows] = await tx.query<RowDataPacket[]>(
-    "SELECT COUNT(*) AS n FROM (SELECT 1 FROM deliveries WHERE subscription_id = ? AND state = 'PENDING' LIMIT ?) ready",
-    [subscriptionId, upTo],
-  );
-  return Number(rows[0]!.n);
-}
-
-/** How many LEASED deliveries a connection holds. */
-export async function countHeld(tx: Tx, sessionId: string): Promise<number> {
-  const [rows] = await tx.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM deliveries WHERE session_id = ? AND state = 'LEASED'", [sessionId]);
-  return Number(rows[0]!.n);
-}
-
 export interface NewDelivery {
   readonly id: string;
   readonly eventId: string;
@@ -139,33 +125,41 @@ export async function updateCursor(tx: Tx, subscriptionId: string, cursor: strin
   await tx.query("UPDATE subscriptions SET cursor_sequence = ? WHERE id = ?", [cursor, subscriptionId]);
 }
 
-/** The oldest claimable deliveries: PENDING and available, in sequence order. */
-export async function selectClaimable(tx: Tx, subscriptionId: string, now: Date, limit: number): Promise<string[]> {
+export type DeliveryWithEvent = DeliveryRow & { ev: EventRow };
+
+/**
+ * The oldest claimable deliveries — PENDING and available, in sequence order — with the
+ * event each carries. A plain read: the subscription's lock keeps other claims off these
+ * rows; the one writer that can still reach a PENDING row (a late ACK with the latest
+ * proof of a recovered lease) is caught by the lease UPDATE's guard.
+ */
+export async function selectClaimable(tx: Tx, subscriptionId: string, now: Date, limit: number): Promise<DeliveryWithEvent[]> {
   const [rows] = await tx.query<RowDataPacket[]>(
-    `SELECT id FROM deliveries WHERE subscription_id = ? AND state = 'PENDING' AND available_at <= ?
-      ORDER BY sequence LIMIT ?`,
+    `SELECT ${DELIVERY_COLUMNS.split(",").map((c) => `d.${c.trim()}`).join(", ")}, ${EVENT_COLUMNS}
+       FROM deliveries d JOIN result_events e ON e.id = d.event_id
+      WHERE d.subscription_id = ? AND d.state = 'PENDING' AND d.available_at <= ?
+      ORDER BY d.sequence LIMIT ?`,
     [subscriptionId, now, limit],
   );
-  return rows.map((r) => r.id as string);
+  return rows.map(withEvent);
 }
 
 /**
- * Leases deliveries to a session: epoch + 1, attempts + 1, a new secret digest each,
- * guarded by state so that a row someone else leased meanwhile is left alone.
+ * Leases deliveries to sessions: epoch + 1, attempts + 1, a new secret digest and the
+ * holding session each, guarded by state so that a row someone else took is left alone.
  */
 export async function leaseDeliveries(
   tx: Tx,
-  leases: readonly { id: string; digest: Buffer }[],
-  sessionId: string,
+  leases: readonly { id: string; digest: Buffer; sessionId: string }[],
   leaseUntil: Date,
 ): Promise<number> {
   const cases = leases.map(() => "WHEN ? THEN ?").join(" ");
   const [res] = await tx.query<ResultSetHeader>(
     `UPDATE deliveries
         SET state = 'LEASED', lease_epoch = lease_epoch + 1, attempts = attempts + 1, lease_until = ?,
-            lease_secret_digest = CASE id ${cases} END, session_id = ?, revision = revision + 1
+            lease_secret_digest = CASE id ${cases} END, session_id = CASE id ${cases} END, revision = revision + 1
       WHERE id IN (?) AND state = 'PENDING'`,
-    [leaseUntil, ...leases.flatMap((l) => [l.id, l.digest]), sessionId, leases.map((l) => l.id)],
+    [leaseUntil, ...leases.flatMap((l) => [l.id, l.digest]), ...leases.flatMap((l) => [l.id, l.sessionId]), leases.map((l) => l.id)],
   );
   return res.affectedRows;
 }
@@ -200,23 +194,17 @@ export async function markAcked(tx: Tx, ids: readonly string[], now: Date): Prom
   );
 }
 
-/** Takes delivery ids; returns the deliveries with the event each carries. */
-export async function selectWithEvents(tx: Tx, ids: readonly string[]): Promise<(DeliveryRow & { ev: import("./result-log.js").EventRow })[]> {
-  const [rows] = await tx.query<RowDataPacket[]>(
-    `SELECT ${DELIVERY_COLUMNS.split(",").map((c) => `d.${c.trim()}`).join(", ")},
-            e.id AS e_id, e.namespace_id AS e_namespace_id, e.queue_id AS e_queue_id, e.sequence AS e_sequence,
-            e.type AS e_type, e.aggregate_id AS e_aggregate_id, e.aggregate_revision AS e_aggregate_revision,
-            e.occurred_at AS e_occurred_at, e.details AS e_details, e.snapshot AS e_snapshot
-       FROM deliveries d JOIN result_events e ON e.id = d.event_id
-      WHERE d.id IN (?) ORDER BY d.sequence`,
-    [ids],
-  );
-  return rows.map((r) => ({
+const EVENT_COLUMNS = `e.id AS e_id, e.namespace_id AS e_namespace_id, e.queue_id AS e_queue_id, e.sequence AS e_sequence,
+  e.type AS e_type, e.aggregate_id AS e_aggregate_id, e.aggregate_revision AS e_aggregate_revision,
+  e.occurred_at AS e_occurred_at, e.details AS e_details, e.snapshot AS e_snapshot`;
+
+function withEvent(r: RowDataPacket): DeliveryWithEvent {
+  return {
     ...(r as DeliveryRow),
     ev: {
       id: r.e_id, namespace_id: r.e_namespace_id, queue_id: r.e_queue_id, sequence: String(r.e_sequence), type: r.e_type,
       aggregate_id: r.e_aggregate_id, aggregate_revision: String(r.e_aggregate_revision), occurred_at: r.e_occurred_at,
       details: r.e_details, snapshot: r.e_snapshot,
     },
-  }));
+  };
 }
