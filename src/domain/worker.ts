@@ -141,6 +141,9 @@ export async function endAttemptCall(
     throw stateConflict("the attempt is stale: its task left RUNNING under it");
   }
   const now = nowMs();
+  // Two UPDATEs (attempt, then task in moveTask), not one multi-table UPDATE: measured on
+  // MariaDB, the joined form saved ~0.06 ms of node CPU per transaction but cost ~0.3 ms
+  // more database CPU (0.62 vs 0.34 ms), and the database is the busier process.
   await endAttempt(tx, attemptId, call.kind, canonicalBody, now);
   const moved = call.kind === "complete" ? await complete(tx, task, call, attemptId, now) : await requeue(tx, task, attemptId, now);
   effects.appended ||= moved.appended;
