@@ -108,6 +108,12 @@ const OUTCOMES = {
   needs_review: { to: "NEEDS_REVIEW", reason: "WORKER_NEEDS_REVIEW" },
 } as const;
 
+/** The worker's call and its canonical body, which identifies the call for the idempotent repeat. */
+export interface AttemptRequest {
+  readonly call: AttemptCall;
+  readonly canonicalBody: string;
+}
+
 /** Finds the attempt and its task, both locked, within the caller's scope (else 404). */
 async function attemptTask(tx: Tx, caller: Caller, attemptId: string) {
   const found = await selectAttemptWithTask(tx, attemptId, true);
@@ -117,23 +123,27 @@ async function attemptTask(tx: Tx, caller: Caller, attemptId: string) {
 }
 
 /**
- * Ends the caller's attempt with `call`. `canonicalBody` identifies the call for the
- * idempotent repeat.
+ * Ends the caller's attempt with the call `request()` returns. `request` throws the body's
+ * error (400), called only after the scope check, so that 404 comes first; then the state
+ * (409).
  */
 export async function endAttemptCall(
   tx: Tx,
   caller: Caller,
   attemptId: string,
-  call: AttemptCall,
-  canonicalBody: string,
+  request: () => AttemptRequest,
   effects: WriteEffects,
 ): Promise<{ task: TaskWire }> {
   const { attempt, task } = await attemptTask(tx, caller, attemptId);
+  const { call, canonicalBody } = request();
   if (task.state !== "RUNNING" || task.current_attempt_id !== attemptId) {
     if (attempt.ended_by === call.kind && attempt.end_body === canonicalBody) return { task: toWireTask(task) };
     throw stateConflict("the attempt is stale: its task left RUNNING under it");
   }
   const now = nowMs();
+  // Two UPDATEs (attempt, then task in moveTask), not one multi-table UPDATE: measured on
+  // MariaDB, the joined form saved ~0.06 ms of node CPU per transaction but cost ~0.3 ms
+  // more database CPU (0.62 vs 0.34 ms), and the database is the busier process.
   await endAttempt(tx, attemptId, call.kind, canonicalBody, now);
   const moved = call.kind === "complete" ? await complete(tx, task, call, attemptId, now) : await requeue(tx, task, attemptId, now);
   effects.appended ||= moved.appended;

@@ -3,6 +3,8 @@
 // answers 503) the SAME request is sent again with the SAME key, so a write is never
 // doubled and a lost answer is recovered as the original receipt (deduplicated=true).
 // Persist the key before calling, and reuse it after a crash (spec §2).
+import http from "node:http";
+import https from "node:https";
 import { OrbitApiError, OrbitNetworkError } from "./errors.js";
 import { stringifyBody, type RawJson } from "./raw-json.js";
 import type * as T from "./types.js";
@@ -40,12 +42,18 @@ export class OrbitClient {
   private readonly retries: number;
   private readonly timeoutMs: number;
   private readonly backoffMs: number;
+  // node:http with a keep-alive agent instead of the global fetch (undici): measured on
+  // loopback, 16 concurrent POSTs, ~0.16 ms of client CPU per request instead of ~0.55 ms,
+  // which the orbit.append benchmark (client and node on one 2-core machine) pays per
+  // result. Idle sockets are unref'd by the agent, so a client never keeps a process alive.
+  private readonly agent: http.Agent;
 
   constructor(private readonly options: OrbitClientOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.retries = options.retries ?? 3;
     this.timeoutMs = options.timeoutMs ?? 15000;
     this.backoffMs = options.backoffMs ?? 100;
+    this.agent = new URL(this.baseUrl).protocol === "https:" ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
   }
 
   // ---- subscriptions (spec §2-4) ----
@@ -122,29 +130,20 @@ export class OrbitClient {
     if (c.key !== undefined) headers["Idempotency-Key"] = c.key;
     const body = c.body === undefined ? undefined : stringifyBody(c.body);
     if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (body !== undefined) headers["Content-Length"] = String(Buffer.byteLength(body));
     let lastError: unknown;
     for (let attempt = 0; attempt <= this.retries; attempt++) {
       if (attempt > 0) await sleep(this.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random()));
-      let res: Response;
+      let res: Answer;
       try {
-        res = await fetch(url, {
-          method: c.method,
-          headers,
-          ...(body !== undefined ? { body } : {}),
-          signal: AbortSignal.timeout(c.timeoutMs ?? this.timeoutMs),
-        });
+        res = await send(this.agent, url, c.method, headers, body, c.timeoutMs ?? this.timeoutMs);
       } catch (e) {
-        lastError = e; // no answer: the same request, the same key, again
+        lastError = e; // no (whole) answer: the same request, the same key, again
         continue;
       }
       if (res.status === 204) return undefined as D;
-      const text = await res.text().catch((e: unknown) => {
-        lastError = e;
-        return undefined;
-      });
-      if (text === undefined) continue;
-      const env = parseEnvelope<D>(text);
-      if (!env) throw new OrbitApiError("INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.headers.get("x-request-id") ?? undefined);
+      const env = parseEnvelope<D>(res.text);
+      if (!env) throw new OrbitApiError("INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.requestId);
       if ("data" in env) return env.data;
       const err = new OrbitApiError(env.error.code, env.error.message, res.status, env.request_id);
       if (env.error.code !== "UNAVAILABLE") throw err;
@@ -153,6 +152,44 @@ export class OrbitClient {
     if (lastError instanceof OrbitApiError) throw lastError;
     throw new OrbitNetworkError(`${c.method} ${c.path}: no answer after ${this.retries + 1} attempts`, lastError);
   }
+}
+
+interface Answer {
+  readonly status: number;
+  readonly requestId: string | undefined;
+  readonly text: string;
+}
+
+/**
+ * One attempt: resolves with the whole answer, rejects when the connection fails before
+ * the answer is complete or the attempt outlives `timeoutMs` (the timer covers the
+ * request and the whole response body, as an AbortSignal.timeout on fetch did).
+ */
+function send(agent: http.Agent, url: URL, method: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const request = url.protocol === "https:" ? https.request : http.request;
+    const req = request(url, { method, headers, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("end", () => {
+        clearTimeout(timer);
+        const id = res.headers["x-request-id"];
+        resolve({ status: res.statusCode ?? 0, requestId: typeof id === "string" ? id : undefined, text: Buffer.concat(chunks).toString("utf8") });
+      });
+      res.on("error", fail);
+      // Cut mid-body: "close" without "end".
+      res.on("close", () => {
+        if (!res.complete) fail(new Error("the connection closed before the answer was complete"));
+      });
+    });
+    const timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    function fail(e: unknown) {
+      clearTimeout(timer);
+      reject(e);
+    }
+    req.on("error", fail);
+    req.end(body);
+  });
 }
 
 function parseEnvelope<D>(text: string): Envelope<D> | undefined {

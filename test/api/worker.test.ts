@@ -203,6 +203,11 @@ describe("worker API", () => {
     assertError(await complete("0123456789abcdef0123456789abcdef", { outcome: "failed" }), 404, "NOT_FOUND");
     const stranger = await bootstrap(db.url, { namespace: "ns", application: "other", queues: ["elsewhere"] });
     assertError(await client(node.url, stranger.token).post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "failed" }, null), 404, "NOT_FOUND");
+    // 404 before 400: the body is read first, but its error waits for the scope check.
+    assertError(await complete("0123456789abcdef0123456789abcdef", { outcome: "done" }), 404, "NOT_FOUND");
+    assertError(await requeue("0123456789abcdef0123456789abcdef", { reason: "" }), 404, "NOT_FOUND");
+    assertError(await client(node.url, stranger.token).post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "done" }, null), 404, "NOT_FOUND");
+    assertError(await requeue(a.attempt_id, { reason: "" }), 400, "INVALID_ARGUMENT");
     const submitter = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["tasks:submit"], queueIds: [q] });
     assertError(await client(node.url, submitter.token).post("/v1/worker/claim", { queue_id: q }, null), 403, "PERMISSION_DENIED");
     // Worker calls ignore an Idempotency-Key. (A fresh attempt: the 400 ms lease of `a`
