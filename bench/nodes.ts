@@ -105,7 +105,7 @@ export async function withCpu<T>(pids: Record<string, number | undefined>, fn: (
 }
 
 /** MariaDB's global counters the cost model is written in (SHOW GLOBAL STATUS). */
-const DB_COUNTERS = ["Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Innodb_row_lock_waits", "Rows_read"] as const;
+const DB_COUNTERS = ["Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_update_multi", "Innodb_row_lock_waits", "Rows_read"] as const;
 
 /** Global counter deltas during fn (the whole server: the benchmark's own setup is kept outside fn). */
 export async function withDbCounters<T>(server: string, fn: () => Promise<T>): Promise<{ result: T; counters: Record<string, number> }> {

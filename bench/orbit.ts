@@ -232,22 +232,30 @@ export async function measureLatency(o: OrbitBenchOptions) {
     };
     const conns = [await listen(a!.url, s1.subscription.id, same), await listen(b!.url, s2.subscription.id, other)];
     const t0 = Date.now();
-    await Promise.all(
-      Array.from({ length: 16 }, async (_, w) => {
-        for (let i = w; i < attempts.length; i += 16) {
-          const due = t0 + (i * 1000) / rate;
-          if (due > Date.now()) await sleep(due - Date.now());
-          await client.completeAttempt(attempts[i]!, { outcome: "succeeded" });
-        }
-      }),
-    );
-    for (const end = Date.now() + 10000; (same.length < attempts.length || other.length < attempts.length) && Date.now() < end; ) await sleep(50);
+    const produce = () =>
+      Promise.all(
+        Array.from({ length: 16 }, async (_, w) => {
+          for (let i = w; i < attempts.length; i += 16) {
+            const due = t0 + (i * 1000) / rate;
+            if (due > Date.now()) await sleep(due - Date.now());
+            await client.completeAttempt(attempts[i]!, { outcome: "succeeded" });
+          }
+        }),
+      );
+    const settle = async () => {
+      for (const end = Date.now() + 10000; (same.length < attempts.length || other.length < attempts.length) && Date.now() < end; ) await sleep(50);
+    };
+    const claimsA = await withClaimStats(a!.url, () => withClaimStats(b!.url, async () => { await produce(); await settle(); }));
     await Promise.all(conns.map((c) => c.close()));
     const stats = (xs: number[]) => {
       const s = [...xs].sort((x, y) => x - y);
       return { p50Ms: percentile(s, 50), p99Ms: percentile(s, 99), samples: s.length };
     };
-    return { ratePerSec: rate, seconds, sameNode: stats(same), otherNode: stats(other) };
+    return {
+      ratePerSec: rate, seconds,
+      sameNode: { ...stats(same), claims: claimsA.claims },
+      otherNode: { ...stats(other), claims: claimsA.result.claims },
+    };
   });
 }
 

@@ -13,7 +13,7 @@ import type { Pool } from "./db/types.js";
 import { createServices } from "./domain/services.js";
 import { startBackground } from "./background.js";
 import { EventHub } from "./ws/hub.js";
-import { CLAIM_POOL_GLOBAL } from "./config/limits.js";
+import { ACK_POOL_SIZE, CLAIM_POOL_GLOBAL } from "./config/limits.js";
 import { newId } from "./domain/identity.js";
 
 export interface RunningServer {
@@ -60,9 +60,15 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   // transaction (delivery-engine.ts) and nothing else runs there, so the level and
   // autocommit off are set once per connection.
   const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, { isolation: "READ COMMITTED", implicitTransactions: true });
+  // ACKs get theirs too: behind 16 busy HTTP requests on the main pool an ACK's commit
+  // waited for a connection, its connection's capacity stayed taken, and deliveries on a
+  // node that also takes appends lagged (bench orbit.latency, same node). Only ACK
+  // transactions run there, so autocommit is off once per connection too.
+  const ackPool = createPool(config.databaseUrl, ACK_POOL_SIZE, { isolation: "REPEATABLE READ", implicitTransactions: true });
   const hub = new EventHub({
     pool,
     claimPool,
+    ackPool,
     sequencer: services.sequencer,
     log,
     nodeId: newId(),
@@ -99,6 +105,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         clearTimeout(timer);
         await background.stop();
         await claimPool.end();
+        await ackPool.end();
         await pool.end();
         log.log("info", "stopped");
       })();

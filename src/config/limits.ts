@@ -28,5 +28,7 @@ export const WRITE_TIMEOUT_MS = 5000;
 export const MAX_CLAIM_WAIT_MS = 20000;
 /** JSON nesting accepted in bodies and frames; deep enough for any real task input. */
 export const MAX_JSON_DEPTH = 256;
+/** A node's ACK transactions run on a pool of their own (server.ts). */
+export const ACK_POOL_SIZE = 4;
 /** perf-notes.md: 4–16 connections on 2 cores; 64 was slower in every test. */
 export const DEFAULT_DB_POOL_SIZE = 8;

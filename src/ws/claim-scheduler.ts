@@ -38,6 +38,7 @@ export class ClaimScheduler<C extends Claimant = Claimant> {
   private readonly running = new Set<C>();
   private waitingCount = 0;
   private stopped = false;
+  private scanScheduled = false;
 
   constructor(private readonly run: RunClaim<C>) {}
 
@@ -56,7 +57,23 @@ export class ClaimScheduler<C extends Claimant = Claimant> {
     subs.set(c.subscriptionId, set);
     this.waiting.set(c.applicationId, subs);
     this.waitingCount++;
-    queueMicrotask(() => this.scan());
+    this.scheduleScan();
+  }
+
+  /**
+   * Scans once the current event-loop turn is done (setImmediate, coalesced): requests of
+   * the same turn share a claim, and so do the connections whose frames the last claim
+   * just wrote — their write callbacks, which ask for the next claim, run after the
+   * promise that ends that claim. Scanning at once served about half of a subscription's
+   * 4 connections per claim (bench: 18 of 32 deliveries per claim).
+   */
+  private scheduleScan(): void {
+    if (this.scanScheduled) return;
+    this.scanScheduled = true;
+    setImmediate(() => {
+      this.scanScheduled = false;
+      this.scan();
+    });
   }
 
   remove(c: C): void {
@@ -114,7 +131,7 @@ export class ClaimScheduler<C extends Claimant = Claimant> {
         this.running.delete(c);
         if (this.again.delete(c)) this.request(c);
       }
-      this.scan();
+      this.scheduleScan();
     });
     this.inFlight.add(p);
   }

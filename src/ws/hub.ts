@@ -26,6 +26,8 @@ export const HEAD_POLL_MS = 500;
 export interface HubDeps {
   readonly pool: Pool;
   readonly claimPool: Pool;
+  /** ACK transactions only (AckBatcher). */
+  readonly ackPool: Pool;
   readonly sequencer: Sequencer;
   readonly log: Logger;
   readonly nodeId: string;
@@ -55,7 +57,7 @@ export class EventHub {
   private closing = false;
 
   constructor(private readonly deps: HubDeps) {
-    this.acks = new AckBatcher(deps.pool);
+    this.acks = new AckBatcher(deps.ackPool);
     this.wss.on("headers", (headers, req) => {
       headers.push(`X-Request-ID: ${(req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId ?? ""}`, "Cache-Control: no-store");
     });

@@ -44,11 +44,12 @@ function scheduler(p: Probe): ClaimScheduler<TestClaimant> {
   );
 }
 
-const tick = () => new Promise((r) => setImmediate(r));
+/** Two turns: a finished claim schedules its scan with setImmediate, and that scan starts the next. */
+const tick = () => new Promise((r) => setImmediate(() => setImmediate(r)));
 const probe = (): Probe => ({ inFlight: 0, maxInFlight: 0, perApp: new Map(), maxPerApp: 0, order: [], release: [] });
 
 async function drain(p: Probe, s: ClaimScheduler<TestClaimant>): Promise<void> {
-  await tick(); // requests start their claims on the next microtask
+  await tick(); // requests start their claims on the next turn
   for (let i = 0; i < 1000 && (p.release.length > 0 || s.inFlightCount > 0); i++) {
     p.release.shift()?.();
     await tick();

@@ -95,34 +95,42 @@ export async function recoverExpiredLeases(tx: Tx, subscriptionId: string, now: 
   return { pending: pending.affectedRows, expired: expired.affectedRows };
 }
 
-/** PENDING + LEASED + EXPIRED: the backlog that max_pending bounds (spec §2). */
-export async function countPending(tx: Tx, subscriptionId: string): Promise<number> {
-  const [rows] = await tx.query<RowDataPacket[]>(
-    "SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state IN ('PENDING', 'LEASED', 'EXPIRED')",
-    [subscriptionId],
-  );
-  return Number(rows[0]!.n);
-}
-
-export interface NewDelivery {
-  readonly id: string;
-  readonly eventId: string;
-  readonly sequence: string;
-}
-
-/** Creates PENDING deliveries (revision 1, epoch 0, no attempts yet). */
-export async function insertDeliveries(tx: Tx, subscriptionId: string, budget: number, now: Date, ds: readonly NewDelivery[]): Promise<void> {
-  if (ds.length === 0) return;
-  await tx.query(
+/**
+ * Materialises in one statement: PENDING deliveries (revision 1, epoch 0, no attempts yet,
+ * a fresh random id each) for the subscription's next matching events after `after`, up to
+ * the committed head `upTo`, at most `limit`, in sequence order. Under READ COMMITTED the
+ * SELECT part is a consistent read: it locks no result_events rows. Returns how many.
+ */
+export async function materialiseDeliveries(
+  tx: Tx,
+  s: { id: string; namespaceId: string; queueId: string; types: readonly string[]; budget: number },
+  after: string,
+  upTo: string,
+  limit: number,
+  now: Date,
+): Promise<number> {
+  const [res] = await tx.query<ResultSetHeader>(
     `INSERT INTO deliveries (id, subscription_id, event_id, sequence, revision, state, created_at, available_at,
                              lease_epoch, attempts, attempt_budget)
-     VALUES ${ds.map(() => "(?, ?, ?, ?, 1, 'PENDING', ?, ?, 0, 0, ?)").join(", ")}`,
-    ds.flatMap((d) => [d.id, subscriptionId, d.eventId, d.sequence, now, now, budget]),
+     SELECT LOWER(HEX(RANDOM_BYTES(16))), ?, e.id, e.sequence, 1, 'PENDING', ?, ?, 0, 0, ?
+       FROM result_events e
+      WHERE e.namespace_id = ? AND e.queue_id = ? AND e.sequence > ? AND e.sequence <= ? AND e.type IN (?)
+      ORDER BY e.sequence LIMIT ?`,
+    [s.id, now, now, s.budget, s.namespaceId, s.queueId, after, upTo, s.types, limit],
   );
+  return res.affectedRows;
 }
 
-export async function updateCursor(tx: Tx, subscriptionId: string, cursor: string): Promise<void> {
-  await tx.query("UPDATE subscriptions SET cursor_sequence = ? WHERE id = ?", [cursor, subscriptionId]);
+/** Moves the cursor to `cursor`, or (null) to the newest materialised delivery's sequence. */
+export async function updateCursor(tx: Tx, subscriptionId: string, cursor: string | null): Promise<void> {
+  if (cursor !== null) {
+    await tx.query("UPDATE subscriptions SET cursor_sequence = ? WHERE id = ?", [cursor, subscriptionId]);
+    return;
+  }
+  await tx.query(
+    "UPDATE subscriptions SET cursor_sequence = (SELECT MAX(sequence) FROM deliveries WHERE subscription_id = ?) WHERE id = ?",
+    [subscriptionId, subscriptionId],
+  );
 }
 
 export type DeliveryWithEvent = DeliveryRow & { ev: EventRow };

@@ -142,16 +142,3 @@ export async function selectEventById(db: Pool | Tx, id: string): Promise<EventR
   return rows[0];
 }
 
-/** Takes a subscription's filter and a range; returns matching numbered events in order. */
-export async function selectMatchingEvents(
-  db: Pool | Tx,
-  f: { namespaceId: string; queueId: string; types: readonly string[]; after: string; upTo: string; limit: number },
-): Promise<{ id: string; sequence: string }[]> {
-  const [rows] = await db.query<RowDataPacket[]>(
-    `SELECT id, sequence FROM result_events
-      WHERE namespace_id = ? AND queue_id = ? AND sequence > ? AND sequence <= ? AND type IN (?)
-      ORDER BY sequence LIMIT ?`,
-    [f.namespaceId, f.queueId, f.after, f.upTo, f.types, f.limit],
-  );
-  return rows.map((r) => ({ id: r.id as string, sequence: String(r.sequence) }));
-}
