@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import type { Config } from "./config/index.js";
 import { MAX_BODY_BYTES } from "./config/limits.js";
 import { createPool, parseDatabaseUrl } from "./db/pool.js";
+import { CLAIM_SESSION } from "./domain/delivery-engine.js";
 import { migrate } from "./db/migrate.js";
 import { buildApp } from "./app.js";
 import { writeRawError } from "./http/raw.js";
@@ -56,10 +57,9 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     writeRawError(socket, "INVALID_ARGUMENT");
   });
   // Claims get a pool of their own, as large as the claim pool, so that slow claim SQL
-  // never holds up ACKs, pings and hellos (spec §5). Every claim is a READ COMMITTED
-  // transaction (delivery-engine.ts) and nothing else runs there, so the level and
-  // autocommit off are set once per connection.
-  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, { isolation: "READ COMMITTED", implicitTransactions: true });
+  // never holds up ACKs, pings and hellos (spec §5). Only claims run there, so their
+  // session settings are made once per connection (CLAIM_SESSION).
+  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, CLAIM_SESSION);
   // ACKs get theirs too: behind 16 busy HTTP requests on the main pool an ACK's commit
   // waited for a connection, its connection's capacity stayed taken, and deliveries on a
   // node that also takes appends lagged (bench orbit.latency, same node). Only ACK

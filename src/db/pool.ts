@@ -71,6 +71,11 @@ export interface SessionMode {
    * would leave a transaction open on the connection.
    */
   readonly implicitTransactions: boolean;
+  /**
+   * Several statements per round trip (queryAll, commitWith). Only for a pool that runs
+   * nothing but the engine's own statements, every value passed as a parameter.
+   */
+  readonly multipleStatements?: boolean;
 }
 
 const sessionModes = new WeakMap<Pool, SessionMode>();
@@ -88,6 +93,7 @@ export function sessionMode(pool: Pool): SessionMode | undefined {
 export function createPool(url: string, connectionLimit: number, mode?: SessionMode): Pool {
   const pool = mysql.createPool({
     ...baseOptions(url),
+    ...(mode?.multipleStatements ? { multipleStatements: true } : {}),
     connectionLimit,
     maxIdle: connectionLimit,
     // A node waits for a free connection rather than failing; the 8 s request deadline

@@ -19,14 +19,7 @@ const CONNECTION_ERROR_CODES = new Set([
   "ER_CON_COUNT_ERROR", "PROTOCOL_SEQUENCE_TIMEOUT", "ENOTFOUND", "EHOSTUNREACH",
 ]);
 
-/**
- * Thrown by a transaction that found a row changed between its read and its guarded
- * write (a rare race it does not lock against): the whole transaction runs again.
- */
-export class RetryTransaction extends Error {}
-
 export function isRetryable(e: unknown): boolean {
-  if (e instanceof RetryTransaction) return true;
   const errno = (e as { errno?: unknown })?.errno;
   return typeof errno === "number" && errno in RETRYABLE_SQL_ERRORS;
 }
@@ -56,6 +49,38 @@ import type { Tx } from "./types.js";
 export type { Tx };
 
 
+/** A statement and its parameters, to be sent with others in one round trip. */
+export interface Statement {
+  readonly sql: string;
+  readonly params: readonly unknown[];
+}
+
+/** Transactions that committed themselves (commitWith): withTransaction must not commit or retry them. */
+const selfCommitted = new WeakSet<object>();
+
+/**
+ * Sends several statements in one round trip and returns each one's result, in order.
+ * Only on a connection whose pool allows multiple statements (SessionMode); a claim's
+ * round trips are its latency (bench/README.md).
+ */
+export async function queryAll(tx: Tx, statements: readonly Statement[]): Promise<unknown[]> {
+  const [results] = await tx.query(statements.map((st) => st.sql).join(";\n"), statements.flatMap((st) => [...st.params]));
+  return statements.length === 1 ? [results] : (results as unknown[]);
+}
+
+/**
+ * Runs the statement(s) and COMMIT in one round trip; returns the first one's result. If the
+ * statement fails, COMMIT does not run (the server stops at the first error) and the
+ * transaction is rolled back as usual. After this, nothing in the transaction may throw
+ * for a retry: what it wrote is committed.
+ */
+export async function commitWith(tx: Tx, statement: Statement | readonly Statement[]): Promise<unknown> {
+  const statements = Array.isArray(statement) ? (statement as readonly Statement[]) : [statement as Statement];
+  const results = await queryAll(tx, [...statements, { sql: "COMMIT", params: [] }]);
+  selfCommitted.add(tx);
+  return results[0];
+}
+
 export async function withTransaction<T>(
   pool: Pool,
   fn: (tx: Tx) => Promise<T>,
@@ -71,11 +96,20 @@ export async function withTransaction<T>(
       if (isolation && mode?.isolation !== isolation) await conn.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);
       if (!mode?.implicitTransactions) await conn.beginTransaction();
       const out = await fn(conn);
+      if (selfCommitted.delete(conn)) {
+        conn.release();
+        return out;
+      }
       if (signal?.aborted) throw unavailable();
       await conn.commit();
       conn.release();
       return out;
     } catch (e) {
+      if (conn && selfCommitted.delete(conn)) {
+        // Committed already: nothing to roll back, and running it again would repeat it.
+        conn.release();
+        throw translateDbError(e);
+      }
       if (conn) {
         // A failed ROLLBACK means the connection is broken: drop it rather than reuse it.
         await conn.rollback().then(() => conn!.release(), () => conn!.destroy());

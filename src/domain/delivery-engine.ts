@@ -22,13 +22,15 @@
 // with their events, lease, COMMIT — 4 for up to 4 connections × 8 deliveries (it was 13
 // for one connection's 8; bench/README.md).
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { Pool, Tx } from "../db/types.js";
-import { RetryTransaction, withTransaction } from "../db/tx.js";
+import type { ResultSetHeader } from "mysql2/promise";
+import type { Pool } from "../db/types.js";
+import type { SessionMode } from "../db/pool.js";
+import { commitWith, queryAll, withTransaction, type Statement } from "../db/tx.js";
 import {
-  leaseDeliveries, markAcked, materialiseDeliveries, recoverExpiredLeases, selectClaimable, selectProofs, updateCursor,
-  type DeliveryRow,
+  claimableStatement, cursorStatement, leaseStatement, markAcked, materialiseStatement, recoverExpiredLeases, selectLeasedTo,
+  selectProofs, toClaimable, type DeliveryRow,
 } from "../db/queries/deliveries.js";
-import { selectClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
+import { claimStateStatement, toClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
 import { insertAudits } from "../db/queries/audit.js";
 import { OrbitError } from "../wire/errors.js";
 import { encodeBase64url } from "../wire/base64url.js";
@@ -45,6 +47,14 @@ const LEASE_SECRET_BYTES = 32;
  * connections × 8). Materialising is five statements; above this mark a claim skips them.
  */
 const READY_LOW_WATER = 64;
+
+/**
+ * The session a claim pool's connections need (server.ts): READ COMMITTED (see above),
+ * autocommit off so no START TRANSACTION, and several statements per round trip — a
+ * claim is 1 to 3 round trips, its latency a subscription's throughput (one claim in
+ * flight per application). Only claims run there.
+ */
+export const CLAIM_SESSION: SessionMode = { isolation: "READ COMMITTED", implicitTransactions: true, multipleStatements: true };
 
 export function secretDigest(secret: Buffer): Buffer {
   return createHash("sha256").update(secret).digest();
@@ -86,24 +96,22 @@ export interface ClaimOutcome {
 }
 
 /**
- * Materialises from the log into the subscription's backlog. Never skips: when the next
- * needed events were purged (the cursor is below the retention boundary) it fails with
- * EVENT_HISTORY_EXPIRED.
+ * What materialising from the log into the subscription's backlog takes now, if anything:
+ * one INSERT … SELECT of the next matching events up to the committed head (at most the
+ * room max_pending leaves) and the cursor's move, sent together. Never skips: when the
+ * next needed events were purged (the cursor is below the retention boundary) it fails
+ * with EVENT_HISTORY_EXPIRED.
  */
-export async function materialise(tx: Tx, s: ClaimStateRow, now: Date): Promise<number> {
+export function materialisation(s: ClaimStateRow, now: Date): Statement[] {
   // Counted by the lock query only when worth it: news in the log and few ready.
-  if (s.backlog === null) return 0;
+  if (s.backlog === null) return [];
   const room = s.max_pending - s.backlog;
-  if (room <= 0) return 0;
+  if (room <= 0) return [];
   if (BigInt(s.cursor_sequence) < BigInt(s.retention_boundary)) {
     throw new OrbitError("EVENT_HISTORY_EXPIRED", `events after ${s.cursor_sequence} up to ${s.retention_boundary} were purged before delivery`);
   }
   const target = { id: s.id, namespaceId: s.namespace_id, queueId: s.queue_id, types: s.types.split(","), budget: s.max_attempts };
-  const created = await materialiseDeliveries(tx, target, s.cursor_sequence, s.head_sequence, room, now);
-  // A full page may stop short of the head (the cursor goes to its last sequence);
-  // otherwise everything up to the head was scanned. Never past an event not materialised.
-  await updateCursor(tx, s.id, created === room ? null : s.head_sequence);
-  return created;
+  return [materialiseStatement(target, s.cursor_sequence, s.head_sequence, room, now), cursorStatement(s.id, s.head_sequence, room)];
 }
 
 /** "session:count,…" from the claim state query → count per session. */
@@ -147,16 +155,38 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
       counted = { created: 0, leased: 0, expired: 0 };
       const now = nowMs();
       const sessionIds = r.seats.map((seat) => seat.sessionId);
-      const s = await selectClaimState(tx, r.subscriptionId, { now, readyUpTo: READY_LOW_WATER, sessionIds });
+      // Round trip 1: the lock with the state, and the oldest claimable rows as they are —
+      // enough for this claim unless recovery or materialising changes the PENDING set.
+      const upper = r.seats.reduce((n, seat) => n + Math.min(seat.capacity, seat.maxLeases ?? seat.capacity), 0);
+      const [stateRows, early] = await queryAll(tx, [
+        claimStateStatement(r.subscriptionId, { now, readyUpTo: READY_LOW_WATER, sessionIds }),
+        claimableStatement(r.subscriptionId, now, upper),
+      ]);
+      const s = toClaimState(stateRows);
       if (!s) throw new OrbitError("NOT_FOUND");
       if (s.credential_revoked) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
       const held = parseHeld(s.held);
       const idle = (): ClaimOutcome => ({ paused: !s.enabled, seats: sessionIds.map((id) => ({ leases: [], held: held.get(id) ?? 0 })) });
       if (!s.enabled) return idle();
-      if (s.lease_expired) counted.expired = (await recoverExpiredLeases(tx, s.id, now)).expired;
-      counted.created = await materialise(tx, s, now);
+      let rows = toClaimable(early);
+      let stale = false;
+      if (s.lease_expired) {
+        // Recovered leases are PENDING again with their old, lower sequences: they go first.
+        counted.expired = (await recoverExpiredLeases(tx, s.id, now)).expired;
+        stale = true;
+      }
       const wanted = shares(r.seats, held, Number.MAX_SAFE_INTEGER).reduce((a, b) => a + b, 0);
-      const rows = wanted === 0 ? [] : await selectClaimable(tx, s.id, now, wanted);
+      // Round trip 2, only when needed: materialise (new rows sort after the PENDING ones,
+      // so they matter only if too few were read) and read the claimable rows again.
+      const writes = materialisation(s, now);
+      if (writes.length > 0 && rows.length < wanted) stale = true;
+      const reread = stale && wanted > 0 ? [claimableStatement(s.id, now, wanted)] : [];
+      if (writes.length + reread.length > 0) {
+        const results = await queryAll(tx, [...writes, ...reread]);
+        if (writes.length > 0) counted.created = (results[0] as ResultSetHeader).affectedRows;
+        if (reread.length > 0) rows = toClaimable(results.at(-1));
+      }
+      rows = rows.slice(0, wanted);
       if (rows.length === 0) return idle();
       // Oldest first to the first seat: the scheduler's order is arrival order.
       let next = 0;
@@ -164,14 +194,20 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
         rows.slice(next, (next += n)).map((row) => ({ row, sessionId: r.seats[k]!.sessionId, secret: randomBytes(LEASE_SECRET_BYTES) })),
       );
       const leaseUntil = new Date(now.getTime() + r.leaseDurationMs);
-      const leased = await leaseDeliveries(tx, leases.map((l) => ({ id: l.row.id, sessionId: l.sessionId, digest: secretDigest(l.secret) })), leaseUntil);
-      // A late ACK turned a selected row ACKED in between (rare): run the claim again.
-      if (leased !== rows.length) throw new RetryTransaction("a claimable delivery changed before its lease");
-      counted.leased = leased;
+      // Last round trip: the lease and COMMIT together; the frames go out only after it.
+      const res = (await commitWith(tx, leaseStatement(leases.map((l) => ({ id: l.row.id, sessionId: l.sessionId, digest: secretDigest(l.secret) })), leaseUntil))) as ResultSetHeader;
+      let granted = leases;
+      if (res.affectedRows !== leases.length) {
+        // A late ACK (the latest proof of a recovered lease) took a row between the read
+        // and the lease; the rest is leased and committed. Send only what was leased.
+        const got = await selectLeasedTo(tx, leases.map((l) => l.row.id), sessionIds, leaseUntil);
+        granted = leases.filter((l) => got.has(l.row.id));
+      }
+      counted.leased = granted.length;
       return {
         paused: false,
         seats: r.seats.map((seat) => {
-          const mine = leases.filter((l) => l.sessionId === seat.sessionId);
+          const mine = granted.filter((l) => l.sessionId === seat.sessionId);
           return {
             held: (held.get(seat.sessionId) ?? 0) + mine.length,
             leases: mine.map((l) => ({ delivery: toWireDelivery(afterLease(l.row, leaseUntil)), event: toWireEvent(l.row.ev), leaseSecret: encodeBase64url(l.secret) })),

@@ -9,7 +9,7 @@ import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } fr
 import { client, waitSequenced, type Client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
-import { ack, claim, type Lease } from "../../src/domain/delivery-engine.js";
+import { ack, claim, CLAIM_SESSION, type Lease } from "../../src/domain/delivery-engine.js";
 
 const ID = "0123456789abcdef0123456789abcdef";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -21,6 +21,7 @@ describe("deliveries", function () {
   let cred: BootstrapOutput;
   let api: Client;
   let pool: Pool;
+  let claimPool: Pool;
   let q: string;
 
   async function results(count: number): Promise<void> {
@@ -42,8 +43,8 @@ describe("deliveries", function () {
     leaseDurationMs,
   });
   /** One connection's claim: the engine's claim with a single seat. */
-  const claimOne = async (pool: Parameters<typeof claim>[0], r: ReturnType<typeof session>) => {
-    const out = await claim(pool, { subscriptionId: r.subscriptionId, leaseDurationMs: r.leaseDurationMs, seats: [{ sessionId: r.sessionId, capacity: r.capacity }] });
+  const claimOne = async (_: Pool, r: ReturnType<typeof session>) => {
+    const out = await claim(claimPool, { subscriptionId: r.subscriptionId, leaseDurationMs: r.leaseDurationMs, seats: [{ sessionId: r.sessionId, capacity: r.capacity }] });
     return { paused: out.paused, ...out.seats[0]! };
   };
   const proof = (l: Lease) => ({ deliveryId: l.delivery.id, epoch: l.delivery.lease_epoch, secret: Buffer.from(l.leaseSecret, "base64url") });
@@ -56,10 +57,13 @@ describe("deliveries", function () {
     api = client(node.url, cred.token);
     q = cred.queues[0]!.id;
     pool = createPool(db.url, 4);
+    // Claims run on a pool set up the way a node's claim pool is (one statement batch per round trip).
+    claimPool = createPool(db.url, 2, CLAIM_SESSION);
     await results(6);
   });
   after(async () => {
     await pool?.end();
+    await claimPool?.end();
     await node?.stop();
     await db?.drop();
   });

@@ -3,6 +3,7 @@
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
 import type { EventRow } from "./result-log.js";
+import { queryAll, type Statement } from "../tx.js";
 
 export type DeliveryState = "PENDING" | "LEASED" | "ACKED" | "EXPIRED";
 
@@ -101,36 +102,37 @@ export async function recoverExpiredLeases(tx: Tx, subscriptionId: string, now: 
  * the committed head `upTo`, at most `limit`, in sequence order. Under READ COMMITTED the
  * SELECT part is a consistent read: it locks no result_events rows. Returns how many.
  */
-export async function materialiseDeliveries(
-  tx: Tx,
+export function materialiseStatement(
   s: { id: string; namespaceId: string; queueId: string; types: readonly string[]; budget: number },
   after: string,
   upTo: string,
   limit: number,
   now: Date,
-): Promise<number> {
-  const [res] = await tx.query<ResultSetHeader>(
-    `INSERT INTO deliveries (id, subscription_id, event_id, sequence, revision, state, created_at, available_at,
+): Statement {
+  return {
+    sql: `INSERT INTO deliveries (id, subscription_id, event_id, sequence, revision, state, created_at, available_at,
                              lease_epoch, attempts, attempt_budget)
      SELECT LOWER(HEX(RANDOM_BYTES(16))), ?, e.id, e.sequence, 1, 'PENDING', ?, ?, 0, 0, ?
        FROM result_events e
       WHERE e.namespace_id = ? AND e.queue_id = ? AND e.sequence > ? AND e.sequence <= ? AND e.type IN (?)
       ORDER BY e.sequence LIMIT ?`,
-    [s.id, now, now, s.budget, s.namespaceId, s.queueId, after, upTo, s.types, limit],
-  );
-  return res.affectedRows;
+    params: [s.id, now, now, s.budget, s.namespaceId, s.queueId, after, upTo, s.types, limit],
+  };
 }
 
-/** Moves the cursor to `cursor`, or (null) to the newest materialised delivery's sequence. */
-export async function updateCursor(tx: Tx, subscriptionId: string, cursor: string | null): Promise<void> {
-  if (cursor !== null) {
-    await tx.query("UPDATE subscriptions SET cursor_sequence = ? WHERE id = ?", [cursor, subscriptionId]);
-    return;
-  }
-  await tx.query(
-    "UPDATE subscriptions SET cursor_sequence = (SELECT MAX(sequence) FROM deliveries WHERE subscription_id = ?) WHERE id = ?",
-    [subscriptionId, subscriptionId],
-  );
+/**
+ * After materialiseStatement: the cursor moves to the head when the page was not full
+ * (`limit` rows), else to the newest materialised delivery's sequence — never past an
+ * event not materialised. Decided by the server (ROW_COUNT() of the INSERT just before),
+ * so both go in one round trip.
+ */
+export function cursorStatement(subscriptionId: string, head: string, limit: number): Statement {
+  return {
+    sql: `UPDATE subscriptions
+             SET cursor_sequence = IF(ROW_COUNT() < ?, ?, (SELECT MAX(sequence) FROM deliveries WHERE subscription_id = ?))
+           WHERE id = ?`,
+    params: [limit, head, subscriptionId, subscriptionId],
+  };
 }
 
 export type DeliveryWithEvent = DeliveryRow & { ev: EventRow };
@@ -141,35 +143,44 @@ export type DeliveryWithEvent = DeliveryRow & { ev: EventRow };
  * rows; the one writer that can still reach a PENDING row (a late ACK with the latest
  * proof of a recovered lease) is caught by the lease UPDATE's guard.
  */
-export async function selectClaimable(tx: Tx, subscriptionId: string, now: Date, limit: number): Promise<DeliveryWithEvent[]> {
-  const [rows] = await tx.query<RowDataPacket[]>(
-    `SELECT ${DELIVERY_COLUMNS.split(",").map((c) => `d.${c.trim()}`).join(", ")}, ${EVENT_COLUMNS}
+export function claimableStatement(subscriptionId: string, now: Date, limit: number): Statement {
+  return {
+    sql: `SELECT ${DELIVERY_COLUMNS.split(",").map((c) => `d.${c.trim()}`).join(", ")}, ${EVENT_COLUMNS}
        FROM deliveries d JOIN result_events e ON e.id = d.event_id
       WHERE d.subscription_id = ? AND d.state = 'PENDING' AND d.available_at <= ?
       ORDER BY d.sequence LIMIT ?`,
-    [subscriptionId, now, limit],
-  );
-  return rows.map(withEvent);
+    params: [subscriptionId, now, limit],
+  };
+}
+
+export function toClaimable(rows: unknown): DeliveryWithEvent[] {
+  return (rows as RowDataPacket[]).map(withEvent);
 }
 
 /**
  * Leases deliveries to sessions: epoch + 1, attempts + 1, a new secret digest and the
  * holding session each, guarded by state so that a row someone else took is left alone.
  */
-export async function leaseDeliveries(
-  tx: Tx,
-  leases: readonly { id: string; digest: Buffer; sessionId: string }[],
-  leaseUntil: Date,
-): Promise<number> {
+export function leaseStatement(leases: readonly { id: string; digest: Buffer; sessionId: string }[], leaseUntil: Date): Statement {
   const cases = leases.map(() => "WHEN ? THEN ?").join(" ");
-  const [res] = await tx.query<ResultSetHeader>(
-    `UPDATE deliveries
+  return {
+    sql: `UPDATE deliveries
         SET state = 'LEASED', lease_epoch = lease_epoch + 1, attempts = attempts + 1, lease_until = ?,
             lease_secret_digest = CASE id ${cases} END, session_id = CASE id ${cases} END, revision = revision + 1
       WHERE id IN (?) AND state = 'PENDING'`,
-    [leaseUntil, ...leases.flatMap((l) => [l.id, l.digest]), ...leases.flatMap((l) => [l.id, l.sessionId]), leases.map((l) => l.id)],
-  );
-  return res.affectedRows;
+    params: [leaseUntil, ...leases.flatMap((l) => [l.id, l.digest]), ...leases.flatMap((l) => [l.id, l.sessionId]), leases.map((l) => l.id)],
+  };
+}
+
+/** After a lease that matched fewer rows than asked (a late ACK won a row): which ones did it lease? */
+export async function selectLeasedTo(tx: Tx, ids: readonly string[], sessionIds: readonly string[], leaseUntil: Date): Promise<Set<string>> {
+  // Its own COMMIT: on the claim pool (autocommit off) the read would otherwise leave a
+  // transaction open on the connection.
+  const [rows] = await queryAll(tx, [
+    { sql: "SELECT id FROM deliveries WHERE id IN (?) AND state = 'LEASED' AND session_id IN (?) AND lease_until = ?", params: [ids, sessionIds, leaseUntil] },
+    { sql: "COMMIT", params: [] },
+  ]);
+  return new Set((rows as RowDataPacket[]).map((r) => r.id as string));
 }
 
 export interface ProofRow {

@@ -1,6 +1,7 @@
 // SQL for subscriptions.
 import type { RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
+import type { Statement } from "../tx.js";
 
 export interface SubscriptionRow {
   id: string;
@@ -62,13 +63,9 @@ export interface ClaimStateRow extends SubscriptionRow {
  * committed while the statement waited for the lock is counted, by correlated and
  * uncorrelated subqueries alike (max_pending and capacity depend on it).
  */
-export async function selectClaimState(
-  tx: Tx,
-  id: string,
-  q: { now: Date; readyUpTo: number; sessionIds: readonly string[] },
-): Promise<ClaimStateRow | undefined> {
-  const [rows] = await tx.query<(ClaimStateRow & RowDataPacket)[]>(
-    `SELECT s.id, s.namespace_id, s.application_id, s.credential_id, s.queue_id, s.name, s.revision, s.enabled, s.types,
+export function claimStateStatement(id: string, q: { now: Date; readyUpTo: number; sessionIds: readonly string[] }): Statement {
+  return {
+    sql: `SELECT s.id, s.namespace_id, s.application_id, s.credential_id, s.queue_id, s.name, s.revision, s.enabled, s.types,
             s.cursor_sequence, s.max_pending, s.max_attempts, s.created_at, s.updated_at, 0 AS pending_count,
             COALESCE((SELECT c.revoked_at IS NOT NULL FROM credentials c WHERE c.id = s.credential_id), 1) AS credential_revoked,
             COALESCE((SELECT n.head_sequence FROM namespace_streams n WHERE n.namespace_id = s.namespace_id), 0) AS head_sequence,
@@ -81,9 +78,13 @@ export async function selectClaimState(
             (SELECT GROUP_CONCAT(h.session_id, ':', h.n) FROM
               (SELECT session_id, COUNT(*) AS n FROM deliveries WHERE session_id IN (?) AND state = 'LEASED' GROUP BY session_id) h) AS held
        FROM subscriptions s WHERE s.id = ? FOR UPDATE`,
-    [q.now, id, q.readyUpTo, q.readyUpTo, q.sessionIds, id],
-  );
-  const r = rows[0];
+    params: [q.now, id, q.readyUpTo, q.readyUpTo, q.sessionIds, id],
+  };
+}
+
+/** The claim state statement's result: the row, or undefined for an unknown subscription. */
+export function toClaimState(rows: unknown): ClaimStateRow | undefined {
+  const r = (rows as ClaimStateRow[])[0];
   return r && {
     ...r,
     head_sequence: String(r.head_sequence),
