@@ -218,6 +218,50 @@ describe("deliveries", function () {
     }
   });
 
+  it("leases the rest, and sends only what it leased, when a late ACK wins a row during the claim", async () => {
+    const s = await subscription({ max_pending: 2, max_attempts: 5 });
+    const first = (await claimOne(pool, session(s.id, 2, 150))).leases;
+    assert.equal(first.length, 2);
+    await sleep(250);
+    await claimOne(pool, session(s.id, 0)); // recovers both: PENDING again, epoch kept
+    const [won, other] = first.map((l) => l.delivery.id) as [string, string];
+    // A connection holds `won`'s row lock, so the next claim's lease waits on it after the
+    // claim has read both rows as PENDING; meanwhile the latest proof ACKs `won` there.
+    const x = await db.connect();
+    try {
+      await x.query("START TRANSACTION");
+      await x.query("SELECT id FROM deliveries WHERE id = ? FOR UPDATE", [won]);
+      const seat = session(s.id, 2);
+      const claiming = claimOne(pool, seat);
+      // Wait until the claim's lease UPDATE is running, held up by that lock.
+      for (let i = 0; i < 500; i++) {
+        const [waiting] = await pool.query<any[]>(
+          "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE info LIKE 'UPDATE deliveries%SET state = ''LEASED''%'",
+        );
+        if (Number(waiting[0].n) > 0) break;
+        await sleep(10);
+      }
+      await x.query(
+        "UPDATE deliveries SET state = 'ACKED', acknowledged_at = UTC_TIMESTAMP(3), lease_until = NULL, session_id = NULL, revision = revision + 1 WHERE id = ?",
+        [won],
+      );
+      await x.query("COMMIT");
+      const out = await claiming;
+      assert.deepEqual(out.leases.map((l) => l.delivery.id), [other], "only the row it leased is sent");
+      assert.equal(out.held, 1);
+      const [rows] = await x.query<any[]>("SELECT id, state, session_id, lease_epoch FROM deliveries WHERE id IN (?, ?) ORDER BY id = ?", [won, other, won]);
+      assert.deepEqual(
+        rows.map((r) => [r.id, r.state, r.session_id, String(r.lease_epoch)]),
+        [[other, "LEASED", seat.sessionId, "2"], [won, "ACKED", null, "1"]],
+      );
+      const [again] = await ack(pool, who(s.id), [proof(out.leases[0]!)]);
+      assert.ok(again?.ok, "the lease sent is a valid one");
+    } finally {
+      await x.query("ROLLBACK").catch(() => undefined);
+      await x.end();
+    }
+  });
+
   it("caps the cumulative attempt budget at 1000000", async () => {
     const s = await subscription({ max_attempts: 1, max_pending: 1 });
     const first = (await claimOne(pool, session(s.id, 1, 100))).leases[0]!;
