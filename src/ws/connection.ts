@@ -63,8 +63,13 @@ export class EventConnection implements Claimant {
   private held = 0;
   private paused = false;
   private pendingWrites = 0;
-  /** ACKs received and not yet answered (their replies precede later deliveries). */
-  private readonly acksInFlight = new Set<Promise<void>>();
+  /**
+   * Deliveries sent and not yet answered by an ACK reply, with their lease_until (ms).
+   * The database decides capacity; this keeps the client's own count within it too: a
+   * claim may count a slot freed by an ACK that is committed but not yet answered, and
+   * the delivery that fills it would then reach the client before that ACK's reply.
+   */
+  private readonly outstanding = new Map<string, number>();
   /** Claim again once the write queue is empty (a full batch left more to take). */
   private refillWhenFlushed = false;
   private processing = 0;
@@ -128,11 +133,7 @@ export class EventConnection implements Claimant {
     if (!this.isBound || f.session_id !== this.sessionId) return this.close(CLOSE.policy, "wrong session");
     this.touch();
     if (isPing(f)) return this.ping(f);
-    if (isAck(f)) {
-      const replied = this.ack(f);
-      this.acksInFlight.add(replied);
-      return replied.finally(() => this.acksInFlight.delete(replied));
-    }
+    if (isAck(f)) return this.ack(f);
   }
 
   private async hello(f: EventsHello): Promise<void> {
@@ -213,6 +214,7 @@ export class EventConnection implements Claimant {
     metrics.ackOutcomes.inc({ outcome: !outcome.ok ? "lease_lost" : outcome.deduplicated ? "deduplicated" : "acked" });
     if (!outcome.ok) {
       this.send(errorFrame("DELIVERY_LEASE_LOST", "the proof was replaced by a newer lease or is not valid", f.message_id, this.sessionId));
+      this.outstanding.delete(f.body.delivery_id); // that proof is dead: the client holds nothing
       return;
     }
     this.send(
@@ -224,6 +226,7 @@ export class EventConnection implements Claimant {
         deduplicated: outcome.deduplicated,
       }),
     );
+    this.outstanding.delete(outcome.deliveryId);
     if (!outcome.deduplicated) {
       this.held = Math.max(0, this.held - 1);
       // Refill in batches: a claim per freed slot would cost one claim transaction per
@@ -244,13 +247,13 @@ export class EventConnection implements Claimant {
    */
   static async runClaims(batch: readonly EventConnection[]): Promise<void> {
     const ready = batch.filter((c) => {
-      if (!c.isBound) return false;
+      if (!c.isBound || c.room() === 0) return false;
       if (c.pendingWrites < WRITE_QUEUE_PER_CONNECTION) return true;
       c.refillWhenFlushed = true;
       return false;
     });
     if (ready.length === 0) return;
-    const seats = ready.map((c) => ({ sessionId: c.sessionId, capacity: c.capacity, maxLeases: WRITE_QUEUE_PER_CONNECTION - c.pendingWrites }));
+    const seats = ready.map((c) => ({ sessionId: c.sessionId, capacity: c.capacity, maxLeases: Math.min(WRITE_QUEUE_PER_CONNECTION - c.pendingWrites, c.room()) }));
     const { claimPool, leaseDurationMs } = ready[0]!.deps;
     let out: ClaimOutcome;
     const stop = metrics.claimDuration.startTimer();
@@ -266,21 +269,23 @@ export class EventConnection implements Claimant {
     ready.forEach((c, k) => c.claimed(out.paused, out.seats[k]!, seats[k]!.maxLeases));
   }
 
+  /**
+   * How many more deliveries the client could hold by its own count: capacity minus those
+   * sent and not yet answered. A lease that ran out no longer counts (the database
+   * recovers it; a late ACK of it is answered either way).
+   */
+  private room(): number {
+    const now = Date.now();
+    for (const [id, until] of this.outstanding) if (until <= now) this.outstanding.delete(id);
+    return Math.max(0, this.capacity - this.outstanding.size);
+  }
+
   private claimed(paused: boolean, out: SeatOutcome, slots: number): void {
     this.held = out.held;
     this.paused = paused;
-    const frames = out.leases.map((l) => deliverFrame(this.sessionId, { delivery: l.delivery, event: l.event, lease_secret: l.leaseSecret }));
-    // The claim may have counted a slot freed by an ACK that is committed but not yet
-    // answered; its reply goes out first, so that the client never sees more deliveries
-    // outstanding than its capacity. The frames hold their write slots while they wait.
-    const before = [...this.acksInFlight];
-    if (before.length === 0) frames.forEach((f) => this.send(f));
-    else {
-      this.pendingWrites += frames.length;
-      void Promise.allSettled(before).then(() => {
-        this.pendingWrites -= frames.length;
-        frames.forEach((f) => this.send(f));
-      });
+    for (const l of out.leases) {
+      this.outstanding.set(l.delivery.id, Date.parse(l.delivery.lease_until!));
+      this.send(deliverFrame(this.sessionId, { delivery: l.delivery, event: l.event, lease_secret: l.leaseSecret }));
     }
     // A full batch may leave more to take: ask again once these frames are written — asked
     // at once, the next claim (it starts as soon as this one ends) would find this
