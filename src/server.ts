@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import type { Config } from "./config/index.js";
 import { MAX_BODY_BYTES } from "./config/limits.js";
 import { createPool, parseDatabaseUrl } from "./db/pool.js";
-import { CLAIM_SESSION } from "./domain/delivery-engine.js";
+import { ENGINE_SESSION } from "./domain/delivery-engine.js";
 import { migrate } from "./db/migrate.js";
 import { buildApp } from "./app.js";
 import { writeRawError } from "./http/raw.js";
@@ -58,13 +58,13 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   });
   // Claims get a pool of their own, as large as the claim pool, so that slow claim SQL
   // never holds up ACKs, pings and hellos (spec §5). Only claims run there, so their
-  // session settings are made once per connection (CLAIM_SESSION).
-  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, CLAIM_SESSION);
+  // session settings are made once per connection (ENGINE_SESSION).
+  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, ENGINE_SESSION);
   // ACKs get theirs too: behind 16 busy HTTP requests on the main pool an ACK's commit
   // waited for a connection, its connection's capacity stayed taken, and deliveries on a
   // node that also takes appends lagged (bench orbit.latency, same node). Only ACK
-  // transactions run there, so autocommit is off once per connection too.
-  const ackPool = createPool(config.databaseUrl, ACK_POOL_SIZE, { isolation: "REPEATABLE READ", implicitTransactions: true });
+  // transactions run there: ENGINE_SESSION as for claims.
+  const ackPool = createPool(config.databaseUrl, ACK_POOL_SIZE, ENGINE_SESSION);
   const hub = new EventHub({
     pool,
     claimPool,

@@ -9,7 +9,7 @@ import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } fr
 import { client, waitSequenced, type Client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
-import { ack, claim, CLAIM_SESSION, type Lease } from "../../src/domain/delivery-engine.js";
+import { ack, claim, ENGINE_SESSION, type Lease } from "../../src/domain/delivery-engine.js";
 
 const ID = "0123456789abcdef0123456789abcdef";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -57,8 +57,8 @@ describe("deliveries", function () {
     api = client(node.url, cred.token);
     q = cred.queues[0]!.id;
     pool = createPool(db.url, 4);
-    // Claims run on a pool set up the way a node's claim pool is (one statement batch per round trip).
-    claimPool = createPool(db.url, 2, CLAIM_SESSION);
+    // Claims and ACKs run on a pool set up the way a node's engine pools are (ENGINE_SESSION).
+    claimPool = createPool(db.url, 2, ENGINE_SESSION);
     await results(6);
   });
   after(async () => {
@@ -72,7 +72,7 @@ describe("deliveries", function () {
     const s = await subscription({ max_attempts: 1 });
     const leased = (await claimOne(pool, session(s.id, 3, 300))).leases;
     assert.equal(leased.length, 3);
-    const [acked] = await ack(pool, who(s.id), [proof(leased[0]!)]);
+    const [acked] = await ack(claimPool, who(s.id), [proof(leased[0]!)]);
     assert.ok(acked?.ok);
     const fresh = (await claimOne(pool, session(s.id, 1, 60000))).leases[0]!; // stays LEASED
     await sleep(400);
@@ -254,7 +254,7 @@ describe("deliveries", function () {
         rows.map((r) => [r.id, r.state, r.session_id, String(r.lease_epoch)]),
         [[other, "LEASED", seat.sessionId, "2"], [won, "ACKED", null, "1"]],
       );
-      const [again] = await ack(pool, who(s.id), [proof(out.leases[0]!)]);
+      const [again] = await ack(claimPool, who(s.id), [proof(out.leases[0]!)]);
       assert.ok(again?.ok, "the lease sent is a valid one");
     } finally {
       await x.query("ROLLBACK").catch(() => undefined);
@@ -289,7 +289,7 @@ describe("deliveries", function () {
     assert.equal(now.pending_count, 4, "materialised up to max_pending");
     assert.equal(now.cursor_sequence, "4", "scanned up to the fourth result, where the backlog filled");
     assert.equal(now.revision, "1", "materialisation does not move the revision");
-    await ack(pool, who(s.id), leases.map(proof));
+    await ack(claimPool, who(s.id), leases.map(proof));
     now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
     assert.equal(now.pending_count, 2, "ACKED leaves the backlog");
     assert.equal(now.revision, "1", "nor does an ACK");
@@ -311,7 +311,7 @@ describe("deliveries", function () {
     const created = await api2.post("/v1/subscriptions", { name: "retained", queue_id: own.queues[0]!.id, from_sequence: "0", max_pending: 2 });
     const sid = created.json.data.subscription.id as string;
     const [first, second] = (await claimOne(pool, session(sid, 2))).leases;
-    await ack(pool, { subscriptionId: sid, namespaceId: own.namespace_id, credentialId: own.credential_id }, [proof(first!)]);
+    await ack(claimPool, { subscriptionId: sid, namespaceId: own.namespace_id, credentialId: own.credential_id }, [proof(first!)]);
     const res = await runCli(["purge", "--namespace", "retained", "--before", "4"], { ORBIT_DATABASE_URL: db.url });
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /purged 2 events/, "event 1 (ACKED) and event 3 (never materialised) go; event 2 stays");

@@ -1,5 +1,6 @@
 // SQL for audit_records.
 import type { Tx } from "../types.js";
+import type { Statement } from "../tx.js";
 
 export interface AuditRecord {
   readonly id: string;
@@ -22,10 +23,16 @@ export async function insertAudit(tx: Tx, a: AuditRecord): Promise<void> {
 /** Several records in one statement (a batch of ACKs writes one per delivery). */
 export async function insertAudits(tx: Tx, records: readonly AuditRecord[]): Promise<void> {
   if (records.length === 0) return;
-  await tx.query(
-    `INSERT INTO audit_records (id, namespace_id, credential_id, subscription_id, delivery_id, action, details, reason,
+  const st = auditsStatement(records);
+  await tx.query(st.sql, [...st.params]);
+}
+
+/** The INSERT of insertAudits, to send with other statements (at least one record). */
+export function auditsStatement(records: readonly AuditRecord[]): Statement {
+  return {
+    sql: `INSERT INTO audit_records (id, namespace_id, credential_id, subscription_id, delivery_id, action, details, reason,
                                 revision_before, revision_after, created_at)
      VALUES ?`,
-    [records.map((a) => [a.id, a.namespaceId, a.credentialId, a.subscriptionId, a.deliveryId ?? null, a.action, JSON.stringify(a.details), a.reason ?? null, a.revisionBefore, a.revisionAfter, a.at])],
-  );
+    params: [records.map((a) => [a.id, a.namespaceId, a.credentialId, a.subscriptionId, a.deliveryId ?? null, a.action, JSON.stringify(a.details), a.reason ?? null, a.revisionBefore, a.revisionAfter, a.at])],
+  };
 }

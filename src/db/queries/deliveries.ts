@@ -205,12 +205,12 @@ export async function selectProofs(tx: Tx, subscriptionId: string, ids: readonly
 }
 
 /** The first valid ACK: ACKED with acknowledged_at; the digest stays for replays. */
-export async function markAcked(tx: Tx, ids: readonly string[], now: Date): Promise<void> {
-  await tx.query(
-    `UPDATE deliveries SET state = 'ACKED', acknowledged_at = ?, lease_until = NULL, session_id = NULL, revision = revision + 1
+export function markAckedStatement(ids: readonly string[], now: Date): Statement {
+  return {
+    sql: `UPDATE deliveries SET state = 'ACKED', acknowledged_at = ?, lease_until = NULL, session_id = NULL, revision = revision + 1
       WHERE id IN (?) AND state <> 'ACKED'`,
-    [now, ids],
-  );
+    params: [now, ids],
+  };
 }
 
 const EVENT_COLUMNS = `e.id AS e_id, e.namespace_id AS e_namespace_id, e.queue_id AS e_queue_id, e.sequence AS e_sequence,
