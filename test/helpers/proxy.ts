@@ -9,6 +9,8 @@ export interface Proxy {
   /** The next n responses are dropped (the connection is cut as the answer starts). */
   dropResponses(n: number): void;
   readonly dropped: number;
+  /** Data chunks the clients have sent so far: about one per statement, for counting a single client's queries. */
+  readonly chunksFromClients: number;
   /** Drops every connection and refuses new ones until restore(). */
   cut(): void;
   restore(): void;
@@ -19,6 +21,7 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
   // upstream errors (a cut) are expected; they must not crash the test process
   let toDrop = 0;
   let dropped = 0;
+  let chunks = 0;
   let severed = false;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -28,7 +31,10 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     }
     const upstream = net.connect(targetPort, "127.0.0.1");
     sockets.add(client).add(upstream);
-    client.on("data", (d) => upstream.write(d));
+    client.on("data", (d) => {
+      chunks++;
+      upstream.write(d);
+    });
     upstream.on("data", (d) => {
       if (toDrop > 0) {
         toDrop--;
@@ -58,6 +64,9 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     },
     get dropped() {
       return dropped;
+    },
+    get chunksFromClients() {
+      return chunks;
     },
     cut() {
       severed = true;
