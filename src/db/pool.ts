@@ -85,10 +85,10 @@ export function sessionMode(pool: Pool): SessionMode | undefined {
 }
 
 /**
- * `mode` sets the isolation level (and autocommit) once per connection instead of before
- * every transaction. The claim pool uses it: a claim's round trips are its latency, and
- * one claim in flight per application makes that latency a subscription's throughput
- * (`SET TRANSACTION` and `START TRANSACTION` were 2 of a claim's 9).
+ * `mode` sets the isolation level, autocommit and multiple statements once per connection
+ * instead of per transaction. The delivery engine's pools use it (ENGINE_SESSION): a
+ * claim's round trips are its latency, and one claim in flight per application makes that
+ * latency a subscription's throughput.
  */
 export function createPool(url: string, connectionLimit: number, mode?: SessionMode): Pool {
   const pool = mysql.createPool({

@@ -48,7 +48,6 @@ export function translateDbError(e: unknown): unknown {
 import type { Tx } from "./types.js";
 export type { Tx };
 
-
 /** A statement and its parameters, to be sent with others in one round trip. */
 export interface Statement {
   readonly sql: string;

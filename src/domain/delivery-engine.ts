@@ -17,10 +17,10 @@
 // READ COMMITTED keeps the recovery scan from gap-locking LEASED rows that concurrent
 // ACKs are updating; the subscription row lock is what serialises claims.
 //
-// Round trips of a claim that leases without recovering or materialising: lock and state
-// (held counts included; the claim pool's autocommit is off, so no START), claimable rows
-// with their events, lease, COMMIT — 4 for up to 4 connections × 8 deliveries (it was 13
-// for one connection's 8; bench/README.md).
+// Round trips (ENGINE_SESSION: autocommit off, several statements per round trip): the
+// lock with the state and the claimable rows; [recovery, materialising and a fresh read
+// of the claimable rows, only when needed]; the lease with COMMIT — 2 or 3 for up to 16
+// connections × 8 deliveries (it was 13 for one connection's 8; bench/README.md).
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { ResultSetHeader } from "mysql2/promise";
 import type { Pool } from "../db/types.js";

@@ -287,9 +287,8 @@ export class EventConnection implements Claimant {
       this.outstanding.set(l.delivery.id, Date.parse(l.delivery.lease_until!));
       this.send(deliverFrame(this.sessionId, { delivery: l.delivery, event: l.event, lease_secret: l.leaseSecret }));
     }
-    // A full batch may leave more to take: ask again once these frames are written — asked
-    // at once, the next claim (it starts as soon as this one ends) would find this
-    // connection's write queue still full and leave it out.
+    // A full batch may leave more to take: ask again once these frames are written (a
+    // claim leaves out a connection whose write queue is still full).
     if (out.leases.length === slots && out.held < this.capacity) this.refillWhenFlushed = true;
   }
 
