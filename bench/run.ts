@@ -63,7 +63,7 @@ const rows: [string, string, string][] = [
   ["orbit.append (16 workers, complete only)", `${f(append?.resultsPerSec)} results/s`, `submit→claim→complete ${f(append?.submitClaimCompletePerSec)}/s`],
   ["orbit.drain (1 sub, 4 × 32)", `${f(drainRate)} deliveries/s`, `${cpuLine(drain?.oneSubscription.cpu)}; ${claimLine(drain?.oneSubscription.claims)}`],
   ["orbit.drain (16 subs × 1)", `${f(drain?.sixteenSubscriptions.deliveriesPerSec)} deliveries/s`, `${cpuLine(drain?.sixteenSubscriptions.cpu)}; ${claimLine(drain?.sixteenSubscriptions.claims)}`],
-  ["orbit.latency same node", `p50 ${f(latency?.sameNode.p50Ms)} ms, p99 ${f(latency?.sameNode.p99Ms)} ms`, `${latency?.ratePerSec ?? ""}/s for ${latency?.seconds ?? ""} s`],
+  ["orbit.latency same node", `p50 ${f(latency?.sameNode.p50Ms)} ms, p99 ${f(latency?.sameNode.p99Ms)} ms`, `${latency?.ratePerSec ?? ""}/s for ${latency?.seconds ?? ""} s after ${latency?.warmupSeconds ?? ""} s`],
   ["orbit.latency other node", `p50 ${f(latency?.otherNode.p50Ms)} ms, p99 ${f(latency?.otherNode.p99Ms)} ms`, ""],
   ["orbit.idle (128 connections)", `${f(idle?.queriesPerSecPerConnection, 2)} queries/s each`, `node RSS ${f(idle?.nodeRssMiB)} MiB`],
 ];
