@@ -77,6 +77,12 @@ describe("operating a node", function () {
     assert.match(m, /^orbit_claims_waiting \d+/m);
     assert.ok(value(/orbit_deliveries_total\{stage="created"\} (\d+)/) >= 3);
     assert.ok(value(/orbit_deliveries_total\{stage="leased"\} (\d+)/) >= 2);
+    assert.ok(value(/^orbit_claim_duration_seconds_count (\d+)/m) >= 1, "claims are timed");
+    assert.equal(
+      value(/^orbit_claim_leases_sum (\d+)/m),
+      value(/orbit_deliveries_total\{stage="leased"\} (\d+)/),
+      "the claims' leases add up to the deliveries leased",
+    );
     assert.equal(value(/orbit_deliveries_total\{stage="acked"\} (\d+)/), 1);
     assert.equal(value(/orbit_ack_outcomes_total\{outcome="acked"\} (\d+)/), 1);
     assert.equal(value(/orbit_ack_outcomes_total\{outcome="deduplicated"\} (\d+)/), 1);
