@@ -4,6 +4,7 @@ import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import YAML from "yaml";
 import { ERROR_CATALOGUE, ERROR_CODES, WS_ONLY_CODES } from "../../src/wire/errors.js";
+import { specPath } from "../helpers/spec.js";
 
 const openapi = YAML.parse(readFileSync("openapi.yaml", "utf8"));
 const events = JSON.parse(readFileSync("events.schema.json", "utf8"));
@@ -18,7 +19,7 @@ describe("the error catalogue", () => {
   });
 
   it("holds every code of spec §7", () => {
-    const spec = readFileSync("../shared/spec/subscriptions.md", "utf8");
+    const spec = readFileSync(specPath("subscriptions.md"), "utf8");
     const table = spec.slice(spec.indexOf("| Error code |"));
     const codes = [...table.matchAll(/^\| ([A-Z_]+) \|/gm)].map((m) => m[1]!);
     assert.ok(codes.length >= 12);

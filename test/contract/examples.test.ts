@@ -18,12 +18,13 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { AnySchemaObject, ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
+import { specPath } from '../helpers/spec.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
 
 const ROOT = process.cwd();
-const SPEC_PATH = resolve(ROOT, '../shared/spec/subscriptions.md');
+const SPEC_PATH = specPath('subscriptions.md');
 const EVENTS_PATH = resolve(ROOT, 'events.schema.json');
 const OPENAPI_PATH = resolve(ROOT, 'openapi.yaml');
 

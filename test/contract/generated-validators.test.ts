@@ -4,12 +4,13 @@ import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import * as frames from "../../generated/ws/validators.js";
 import * as http from "../../generated/http/validators.js";
+import { specPath } from "../helpers/spec.js";
 
 type Fn = (d: unknown) => boolean;
 const ws = frames as unknown as Record<string, Fn>;
 const api = http as unknown as Record<string, Fn>;
 
-const spec = readFileSync("../shared/spec/subscriptions.md", "utf8");
+const spec = readFileSync(specPath("subscriptions.md"), "utf8");
 const examples = [...spec.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]!) as Record<string, any>);
 const CLIENT = new Set(["events.hello", "events.ping", "event.ack"]);
 
