@@ -122,7 +122,7 @@ function parseHeld(held: string | null): Map<string, number> {
 }
 
 /**
- * The row as leaseDeliveries left it — the same assignments, made here instead of read
+ * The row as leaseStatement left it — the same assignments, made here instead of read
  * back (a round trip less): the UPDATE matched exactly these PENDING rows.
  */
 function afterLease(row: DeliveryRow, leaseUntil: Date): DeliveryRow {

@@ -17,17 +17,11 @@ export interface AuditRecord {
 }
 
 export async function insertAudit(tx: Tx, a: AuditRecord): Promise<void> {
-  await insertAudits(tx, [a]);
-}
-
-/** Several records in one statement (a batch of ACKs writes one per delivery). */
-export async function insertAudits(tx: Tx, records: readonly AuditRecord[]): Promise<void> {
-  if (records.length === 0) return;
-  const st = auditsStatement(records);
+  const st = auditsStatement([a]);
   await tx.query(st.sql, [...st.params]);
 }
 
-/** The INSERT of insertAudits, to send with other statements (at least one record). */
+/** Several records in one INSERT (a batch of ACKs writes one per delivery; at least one). */
 export function auditsStatement(records: readonly AuditRecord[]): Statement {
   return {
     sql: `INSERT INTO audit_records (id, namespace_id, credential_id, subscription_id, delivery_id, action, details, reason,
