@@ -246,14 +246,19 @@ export class EventConnection implements Claimant {
    * each one's frames, after the leases are committed. Never throws.
    */
   static async runClaims(batch: readonly EventConnection[]): Promise<void> {
-    const ready = batch.filter((c) => {
-      if (!c.isBound || c.room() === 0) return false;
-      if (c.pendingWrites < WRITE_QUEUE_PER_CONNECTION) return true;
-      c.refillWhenFlushed = true;
-      return false;
-    });
+    const ready: EventConnection[] = [];
+    const seats: { sessionId: string; capacity: number; maxLeases: number }[] = [];
+    for (const c of batch) {
+      const room = c.isBound ? c.room() : 0;
+      if (room === 0) continue;
+      if (c.pendingWrites >= WRITE_QUEUE_PER_CONNECTION) {
+        c.refillWhenFlushed = true;
+        continue;
+      }
+      ready.push(c);
+      seats.push({ sessionId: c.sessionId, capacity: c.capacity, maxLeases: Math.min(WRITE_QUEUE_PER_CONNECTION - c.pendingWrites, room) });
+    }
     if (ready.length === 0) return;
-    const seats = ready.map((c) => ({ sessionId: c.sessionId, capacity: c.capacity, maxLeases: Math.min(WRITE_QUEUE_PER_CONNECTION - c.pendingWrites, c.room()) }));
     const { claimPool, leaseDurationMs } = ready[0]!.deps;
     let out: ClaimOutcome;
     const stop = metrics.claimDuration.startTimer();
