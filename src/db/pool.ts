@@ -72,11 +72,19 @@ export interface SessionMode {
    */
   readonly implicitTransactions: boolean;
   /**
-   * Several statements per round trip (queryAll, commitWith). Only for a pool that runs
-   * nothing but the engine's own statements, every value passed as a parameter.
+   * Several statements per round trip (queryAll, commitWith, defer). Only for a pool
+   * whose every statement passes its values as parameters (never spliced into the SQL).
    */
   readonly multipleStatements?: boolean;
 }
+
+/**
+ * Every pool but the engine's (HTTP requests, the sequencer, background work, the CLI):
+ * the usual isolation, autocommit on for bare queries, and several statements per round
+ * trip so that a transaction's opening and deferred writes travel with its other
+ * statements (tx.ts: a completion is 3 round trips, not 6).
+ */
+export const MAIN_SESSION: SessionMode = { isolation: "REPEATABLE READ", implicitTransactions: false, multipleStatements: true };
 
 const sessionModes = new WeakMap<Pool, SessionMode>();
 
@@ -86,14 +94,14 @@ export function sessionMode(pool: Pool): SessionMode | undefined {
 
 /**
  * `mode` sets the isolation level, autocommit and multiple statements once per connection
- * instead of per transaction. The delivery engine's pools use it (ENGINE_SESSION): a
- * claim's round trips are its latency, and one claim in flight per application makes that
- * latency a subscription's throughput.
+ * instead of per transaction. The delivery engine's pools have their own (ENGINE_SESSION):
+ * a claim's round trips are its latency, and one claim in flight per application makes
+ * that latency a subscription's throughput.
  */
-export function createPool(url: string, connectionLimit: number, mode?: SessionMode): Pool {
+export function createPool(url: string, connectionLimit: number, mode: SessionMode = MAIN_SESSION): Pool {
   const pool = mysql.createPool({
     ...baseOptions(url),
-    ...(mode?.multipleStatements ? { multipleStatements: true } : {}),
+    ...(mode.multipleStatements ? { multipleStatements: true } : {}),
     connectionLimit,
     maxIdle: connectionLimit,
     // A node waits for a free connection rather than failing; the 8 s request deadline
@@ -107,9 +115,9 @@ export function createPool(url: string, connectionLimit: number, mode?: SessionM
   // server's own zone; this runs before any other statement on a new connection.
   pool.on("connection", (conn) => {
     conn.query("SET time_zone = '+00:00'");
-    if (mode) conn.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${mode.isolation}`);
-    if (mode?.implicitTransactions) conn.query("SET SESSION autocommit = 0");
+    conn.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${mode.isolation}`);
+    if (mode.implicitTransactions) conn.query("SET SESSION autocommit = 0");
   });
-  if (mode) sessionModes.set(pool, mode);
+  sessionModes.set(pool, mode);
   return pool;
 }

@@ -29,7 +29,7 @@ export class Sequencer {
   /**
    * Numbers what is committed in the namespace, right after the current run, or after a
    * short gathering window: under load one sequencer transaction then numbers the events
-   * of many commits (it costs ~7 statements whatever the batch), for 2 ms of latency.
+   * of many commits (it costs 2 round trips whatever the batch), for 2 ms of latency.
    */
   kick(namespaceId: string): Promise<void> {
     const current = this.running.get(namespaceId);

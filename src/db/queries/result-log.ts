@@ -1,6 +1,7 @@
 // SQL for the result log: namespace_streams and result_events.
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
+import { defer, type Statement } from "../tx.js";
 
 export interface EventRow {
   id: string;
@@ -18,13 +19,14 @@ export interface EventRow {
 export type NewEventRow = Omit<EventRow, "sequence">;
 
 /** Inserts an event, not yet numbered: the sequencer gives it its sequence after commit. */
-export async function insertEvent(tx: Tx, e: NewEventRow): Promise<void> {
-  await tx.query(
-    `INSERT INTO result_events
-       (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot)
-     VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)`,
-    [e.id, e.namespace_id, e.queue_id, e.type, e.aggregate_id, e.aggregate_revision, e.occurred_at, e.details, e.snapshot],
-  );
+/** Deferred (tx.ts): nothing reads its result; it travels with the next statement or COMMIT. */
+export function insertEvent(tx: Tx, e: NewEventRow): Promise<void> {
+  return defer(tx, {
+    sql: `INSERT INTO result_events
+            (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot)
+          VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)`,
+    params: [e.id, e.namespace_id, e.queue_id, e.type, e.aggregate_id, e.aggregate_revision, e.occurred_at, e.details, e.snapshot],
+  });
 }
 
 export interface StreamRow {
@@ -41,34 +43,35 @@ export async function selectStream(db: Pool | Tx, namespaceId: string, lock = fa
   return rows[0];
 }
 
-/**
- * Takes a namespace; returns the tickets of committed, unnumbered events in insert
- * order. SKIP LOCKED passes over rows whose inserting transaction is still open: they
- * are numbered by a later round, after they commit.
- */
-export async function selectUnsequenced(tx: Tx, namespaceId: string, limit: number): Promise<string[]> {
-  const [rows] = await tx.query<RowDataPacket[]>(
-    `SELECT ticket FROM result_events
-      WHERE namespace_id = ? AND sequence IS NULL
-      ORDER BY ticket LIMIT ? FOR UPDATE SKIP LOCKED`,
-    [namespaceId, limit],
-  );
-  return rows.map((r) => String(r.ticket));
+/** The stream row, locked: sequencers of one namespace take turns (sequenceBatch). */
+export function lockStreamStatement(namespaceId: string): Statement {
+  return { sql: "SELECT head_sequence, retention_boundary FROM namespace_streams WHERE namespace_id = ? FOR UPDATE", params: [namespaceId] };
 }
 
-/** Numbers the given tickets head+1, head+2, … in the order given. */
-export async function assignSequences(tx: Tx, tickets: readonly string[], head: bigint): Promise<void> {
+/**
+ * The tickets of committed, unnumbered events of a namespace, in insert order. SKIP
+ * LOCKED passes over rows whose inserting transaction is still open: they are numbered by
+ * a later round, after they commit.
+ */
+export function unsequencedStatement(namespaceId: string, limit: number): Statement {
+  return {
+    sql: `SELECT ticket FROM result_events
+           WHERE namespace_id = ? AND sequence IS NULL
+           ORDER BY ticket LIMIT ? FOR UPDATE SKIP LOCKED`,
+    params: [namespaceId, limit],
+  };
+}
+
+/** Numbers the given tickets head+1, head+2, … in the order given, and moves the head; deferred (tx.ts). */
+export async function assignSequences(tx: Tx, namespaceId: string, tickets: readonly string[], head: bigint): Promise<void> {
   const cases = tickets.map(() => "WHEN ? THEN ?").join(" ");
   const params: (string | number)[] = [];
   tickets.forEach((t, i) => params.push(t, (head + BigInt(i + 1)).toString()));
-  await tx.query(`UPDATE result_events SET sequence = CASE ticket ${cases} END WHERE ticket IN (?)`, [...params, tickets]);
-}
-
-export async function updateHead(tx: Tx, namespaceId: string, head: bigint): Promise<void> {
-  await tx.query("UPDATE namespace_streams SET head_sequence = ?, updated_at = UTC_TIMESTAMP(3) WHERE namespace_id = ?", [
-    head.toString(),
-    namespaceId,
-  ]);
+  await defer(tx, { sql: `UPDATE result_events SET sequence = CASE ticket ${cases} END WHERE ticket IN (?)`, params: [...params, tickets] });
+  await defer(tx, {
+    sql: "UPDATE namespace_streams SET head_sequence = ?, updated_at = UTC_TIMESTAMP(3) WHERE namespace_id = ?",
+    params: [(head + BigInt(tickets.length)).toString(), namespaceId],
+  });
 }
 
 /** Namespaces that have committed events waiting for a number (the sweep's query). */

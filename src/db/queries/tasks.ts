@@ -1,6 +1,7 @@
 // SQL for tasks and task_attempts. Row types mirror the columns.
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
+import { defer } from "../tx.js";
 
 export type TaskState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "NEEDS_REVIEW";
 
@@ -127,14 +128,15 @@ export async function insertAttempt(
   );
 }
 
-/** Records how an attempt ended: by a worker call (with its canonical body) or by the system. */
-export async function endAttempt(tx: Tx, id: string, endedBy: string, body: string | null, now: Date): Promise<void> {
-  await tx.query("UPDATE task_attempts SET ended_at = ?, ended_by = ?, end_body = ? WHERE id = ? AND ended_at IS NULL", [
-    now,
-    endedBy,
-    body,
-    id,
-  ]);
+/**
+ * Records how an attempt ended: by a worker call (with its canonical body) or by the
+ * system. Deferred (tx.ts): nothing reads its result; it travels with the task's UPDATE.
+ */
+export function endAttempt(tx: Tx, id: string, endedBy: string, body: string | null, now: Date): Promise<void> {
+  return defer(tx, {
+    sql: "UPDATE task_attempts SET ended_at = ?, ended_by = ?, end_body = ? WHERE id = ? AND ended_at IS NULL",
+    params: [now, endedBy, body, id],
+  });
 }
 
 /**
