@@ -6,11 +6,11 @@
 // One claim is one READ COMMITTED transaction for the waiting connections of one
 // subscription on this node:
 //   lock the subscription row        — claims of one subscription take turns, across nodes;
-//                                      the same round trip reads the credential's
+//                                      the same statement reads the credential's
 //                                      revocation, the log head and whether any lease ran out
-//   recover expired leases           — only when one did: PENDING within budget, else EXPIRED
 //   materialise                      — from cursor_sequence up to the committed head,
 //                                      while pending_count < max_pending
+//   recover expired leases           — only when one did: PENDING within budget, else EXPIRED
 //   lease, per connection, up to capacity − held and its free write slots
 //                                    — epoch+1, attempts+1, lease_until, new secret digest
 // and only after COMMIT does the caller send event.deliver: the lease is durable first.
@@ -18,19 +18,20 @@
 // ACKs are updating; the subscription row lock is what serialises claims.
 //
 // Round trips (ENGINE_SESSION: autocommit off, several statements per round trip): the
-// lock with the state and the claimable rows; [recovery, materialising and a fresh read
-// of the claimable rows, only when needed]; the lease with COMMIT — 2 or 3 for up to 16
-// connections × 8 deliveries (it was 13 for one connection's 8; bench/README.md).
+// lock with the state, materialising and the claimable rows; [recovery and a fresh read of
+// the claimable rows, only when a lease ran out]; the lease with COMMIT — 2 (3 with
+// recovery) for up to 16 connections × 8 deliveries (it was 13 for one connection's 8;
+// bench/README.md).
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { ResultSetHeader } from "mysql2/promise";
 import type { Pool } from "../db/types.js";
 import type { SessionMode } from "../db/pool.js";
 import { commitWith, queryAll, withTransaction, type Statement } from "../db/tx.js";
 import {
-  claimableStatement, cursorStatement, leaseStatement, markAckedStatement, materialiseStatement, recoverExpiredLeases, selectLeasedTo,
+  claimableStatement, leaseStatement, markAckedStatement, materialiseStatements, recoverExpiredLeases, selectLeasedTo,
   selectProofs, toClaimable, type DeliveryRow,
 } from "../db/queries/deliveries.js";
-import { claimStateStatement, toClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
+import { claimStateStatement, resetClaimState, toClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
 import { auditsStatement } from "../db/queries/audit.js";
 import { OrbitError } from "../wire/errors.js";
 import { encodeBase64url } from "../wire/base64url.js";
@@ -44,7 +45,8 @@ import * as metrics from "../metrics.js";
 const LEASE_SECRET_BYTES = 32;
 /**
  * Materialise when fewer PENDING deliveries than this are ready: two full claims (4
- * connections × 8). Materialising is five statements; above this mark a claim skips them.
+ * connections × 8). Above this mark a claim does not count the backlog and does not
+ * materialise (counting it on every claim was most of a drain's database work).
  */
 const READY_LOW_WATER = 64;
 
@@ -97,22 +99,17 @@ export interface ClaimOutcome {
 }
 
 /**
- * What materialising from the log into the subscription's backlog takes now, if anything:
- * one INSERT … SELECT of the next matching events up to the committed head (at most the
- * room max_pending leaves) and the cursor's move, sent together. Never skips: when the
- * next needed events were purged (the cursor is below the retention boundary) it fails
- * with EVENT_HISTORY_EXPIRED.
+ * Materialising never skips: when the next needed events were purged (the cursor is below
+ * the retention boundary) the claim fails with EVENT_HISTORY_EXPIRED. The claim's first
+ * round trip has already left such a subscription alone (materialiseStatements); this
+ * throws, and the transaction rolls back.
  */
-export function materialisation(s: ClaimStateRow, now: Date): Statement[] {
+export function checkHistory(s: ClaimStateRow): void {
   // Counted by the lock query only when worth it: news in the log and few ready.
-  if (s.backlog === null) return [];
-  const room = s.max_pending - s.backlog;
-  if (room <= 0) return [];
+  if (s.backlog === null || s.max_pending - s.backlog <= 0) return;
   if (BigInt(s.cursor_sequence) < BigInt(s.retention_boundary)) {
     throw new OrbitError("EVENT_HISTORY_EXPIRED", `events after ${s.cursor_sequence} up to ${s.retention_boundary} were purged before delivery`);
   }
-  const target = { id: s.id, namespaceId: s.namespace_id, queueId: s.queue_id, types: s.types.split(","), budget: s.max_attempts };
-  return [materialiseStatement(target, s.cursor_sequence, s.head_sequence, room, now), cursorStatement(s.id, s.head_sequence, room)];
 }
 
 /** "session:count,…" from the claim state query → count per session. */
@@ -156,36 +153,30 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
       counted = { created: 0, leased: 0, expired: 0 };
       const now = nowMs();
       const sessionIds = r.seats.map((seat) => seat.sessionId);
-      // Round trip 1: the lock with the state, and the oldest claimable rows as they are —
-      // enough for this claim unless recovery or materialising changes the PENDING set.
+      // Round trip 1: the lock with the state, materialising when the state says so, and
+      // the oldest claimable rows — enough for this claim unless recovery changes them.
       const upper = r.seats.reduce((n, seat) => n + Math.min(seat.capacity, seat.maxLeases ?? seat.capacity), 0);
-      const [stateRows, early] = await queryAll(tx, [
+      const [, stateRows, inserted, , early] = await queryAll(tx, [
+        resetClaimState,
         claimStateStatement(r.subscriptionId, { now, readyUpTo: READY_LOW_WATER, sessionIds }),
+        ...materialiseStatements(r.subscriptionId, now),
         claimableStatement(r.subscriptionId, now, upper),
       ]);
       const s = toClaimState(stateRows);
       if (!s) throw new OrbitError("NOT_FOUND");
       if (s.credential_revoked) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
+      checkHistory(s);
+      counted.created = (inserted as ResultSetHeader).affectedRows;
       const held = parseHeld(s.held);
       const idle = (): ClaimOutcome => ({ paused: !s.enabled, seats: sessionIds.map((id) => ({ leases: [], held: held.get(id) ?? 0 })) });
       if (!s.enabled) return idle();
-      let rows = toClaimable(early);
-      let stale = false;
-      if (s.lease_expired) {
-        // Recovered leases are PENDING again with their old, lower sequences: they go first.
-        counted.expired = (await recoverExpiredLeases(tx, s.id, now)).expired;
-        stale = true;
-      }
       const wanted = shares(r.seats, held, Number.MAX_SAFE_INTEGER).reduce((a, b) => a + b, 0);
-      // Round trip 2, only when needed: materialise (new rows sort after the PENDING ones,
-      // so they matter only if too few were read) and read the claimable rows again.
-      const writes = materialisation(s, now);
-      if (writes.length > 0 && rows.length < wanted) stale = true;
-      const reread = stale && wanted > 0 ? [claimableStatement(s.id, now, wanted)] : [];
-      if (writes.length + reread.length > 0) {
-        const results = await queryAll(tx, [...writes, ...reread]);
-        if (writes.length > 0) counted.created = (results[0] as ResultSetHeader).affectedRows;
-        if (reread.length > 0) rows = toClaimable(results.at(-1));
+      let rows = toClaimable(early);
+      if (s.lease_expired) {
+        // Round trip 2, only then: recovered leases are PENDING again with their old, lower
+        // sequences, so they go first — read the claimable rows again.
+        counted.expired = (await recoverExpiredLeases(tx, s.id, now)).expired;
+        if (wanted > 0) rows = toClaimable((await queryAll(tx, [claimableStatement(s.id, now, wanted)]))[0]);
       }
       rows = rows.slice(0, wanted);
       if (rows.length === 0) return idle();

@@ -83,6 +83,36 @@ describe("event delivery", function () {
     assert.equal((await api.get(`/v1/subscriptions/${sub}`)).json.data.pending_count, 2);
   });
 
+  it("delivers only the subscription's types, never task.requeued, and moves its cursor past the rest", async () => {
+    const { q, sub } = await setup({ types: ["task.succeeded"] });
+    const worker = (path: string, body: unknown) => api.post(path, body, null);
+    const claimNext = async () => (await worker("/v1/worker/claim", { queue_id: q })).json.data.attempt_id as string;
+    const [cancelled] = await results(q, 1);
+    const t = (await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task;
+    assert.equal((await worker(`/v1/worker/attempts/${await claimNext()}:requeue`, { reason: "shutting down" })).status, 200, "task.requeued");
+    assert.equal((await worker(`/v1/worker/attempts/${await claimNext()}:complete`, { outcome: "succeeded" })).status, 200);
+    await results(q, 1);
+    await waitSequenced(db, cred.namespace_id);
+    const s = await consumer(sub, 5);
+    const d = await s.nextOfType("event.deliver");
+    assert.equal(d.body.event.type, "task.succeeded");
+    assert.equal(d.body.event.aggregate_id, t.id);
+    await sleep(300);
+    assert.equal(deliveries(s).length, 1, "nothing else matches");
+    const view = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
+    assert.equal(view.pending_count, 1);
+    const c = await db.connect();
+    try {
+      const [[stream]] = (await c.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id])) as any;
+      assert.equal(view.cursor_sequence, String(stream.head_sequence), "the cursor passed the events it does not deliver");
+      const [rows] = await c.query<any[]>("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ?", [sub]);
+      assert.equal(Number(rows[0].n), 1, "only the matching event was materialised");
+    } finally {
+      await c.end();
+    }
+    assert.notEqual(cancelled, t.id);
+  });
+
   it("answers a re-sent ACK on a new connection with the original acknowledged_at, once", async () => {
     const { q, sub } = await setup();
     await results(q, 1);

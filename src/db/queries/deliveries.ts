@@ -96,43 +96,57 @@ export async function recoverExpiredLeases(tx: Tx, subscriptionId: string, now: 
   return { pending: pending.affectedRows, expired: expired.affectedRows };
 }
 
-/**
- * Materialises in one statement: PENDING deliveries (revision 1, epoch 0, no attempts yet,
- * a fresh random id each) for the subscription's next matching events after `after`, up to
- * the committed head `upTo`, at most `limit`, in sequence order. Under READ COMMITTED the
- * SELECT part is a consistent read: it locks no result_events rows. Returns how many.
- */
-export function materialiseStatement(
-  s: { id: string; namespaceId: string; queueId: string; types: readonly string[]; budget: number },
-  after: string,
-  upTo: string,
-  limit: number,
-  now: Date,
-): Statement {
-  return {
-    sql: `INSERT INTO deliveries (id, subscription_id, event_id, sequence, revision, state, created_at, available_at,
-                             lease_epoch, attempts, attempt_budget)
-     SELECT LOWER(HEX(RANDOM_BYTES(16))), ?, e.id, e.sequence, 1, 'PENDING', ?, ?, 0, 0, ?
-       FROM result_events e
-      WHERE e.namespace_id = ? AND e.queue_id = ? AND e.sequence > ? AND e.sequence <= ? AND e.type IN (?)
-      ORDER BY e.sequence LIMIT ?`,
-    params: [s.id, now, now, s.budget, s.namespaceId, s.queueId, after, upTo, s.types, limit],
-  };
-}
+/** The most a subscription's backlog may hold (spec: max_pending is 1–1000). */
+const MAX_PENDING_LIMIT = 1000;
 
 /**
- * After materialiseStatement: the cursor moves to the head when the page was not full
- * (`limit` rows), else to the newest materialised delivery's sequence — never past an
- * event not materialised. Decided by the server (ROW_COUNT() of the INSERT just before),
- * so both go in one round trip.
+ * Whether to materialise, from the claim state statement's variables: it counted the
+ * backlog (news in the log, few ready), and there is room, history and no pause.
  */
-export function cursorStatement(subscriptionId: string, head: string, limit: number): Statement {
-  return {
-    sql: `UPDATE subscriptions
-             SET cursor_sequence = IF(ROW_COUNT() < ?, ?, (SELECT MAX(sequence) FROM deliveries WHERE subscription_id = ?))
-           WHERE id = ?`,
-    params: [limit, head, subscriptionId, subscriptionId],
-  };
+const MATERIALISE = `@orbit_backlog IS NOT NULL AND @orbit_enabled AND @orbit_cursor >= @orbit_boundary
+                     AND @orbit_max_pending > @orbit_backlog`;
+
+/**
+ * Materialising, in the claim's first round trip: right after claimStateStatement, which
+ * locked the subscription and left its values in @orbit_* session variables
+ * (resetClaimState before it: a missing row leaves nothing from an earlier claim).
+ *
+ * 1. PENDING deliveries (revision 1, epoch 0, no attempts yet, a fresh random id each) for
+ *    the next matching events after the cursor up to the committed head, at most the room
+ *    max_pending leaves, in sequence order. Nothing when the claim state says not to —
+ *    no news, enough ready, paused, or purged history (the caller then fails with
+ *    EVENT_HISTORY_EXPIRED): the range's upper bound is then 0, so no row is read. Under
+ *    READ COMMITTED the SELECT part is a consistent read: it locks no result_events rows.
+ * 2. The cursor moves to the head when the page was not full, else to the newest
+ *    materialised delivery's sequence — never past an event not materialised (ROW_COUNT()
+ *    of the INSERT just before).
+ *
+ * The range bounds are session variables, constants to the optimizer: the scan stops at
+ * the LIMIT (a join to the subscription row instead read the whole range and sorted it).
+ */
+export function materialiseStatements(subscriptionId: string, now: Date): Statement[] {
+  return [
+    {
+      sql: `INSERT INTO deliveries (id, subscription_id, event_id, sequence, revision, state, created_at, available_at,
+                               lease_epoch, attempts, attempt_budget)
+       SELECT LOWER(HEX(RANDOM_BYTES(16))), ?, x.id, x.sequence, 1, 'PENDING', ?, ?, 0, 0, @orbit_budget
+         FROM (SELECT y.id, y.sequence, ROW_NUMBER() OVER (ORDER BY y.sequence) AS rn
+                 FROM (SELECT e.id, e.sequence FROM result_events e
+                        WHERE e.namespace_id = @orbit_namespace AND e.queue_id = @orbit_queue
+                          AND e.sequence > @orbit_cursor AND e.sequence <= IF(${MATERIALISE}, @orbit_head, 0)
+                          AND FIND_IN_SET(e.type, @orbit_types)
+                        ORDER BY e.sequence LIMIT ${MAX_PENDING_LIMIT}) y) x
+        WHERE x.rn <= @orbit_max_pending - @orbit_backlog`,
+      params: [subscriptionId, now, now],
+    },
+    {
+      sql: `UPDATE subscriptions
+               SET cursor_sequence = IF(ROW_COUNT() < @orbit_max_pending - @orbit_backlog, @orbit_head,
+                                        (SELECT MAX(sequence) FROM deliveries WHERE subscription_id = ?))
+             WHERE id = ? AND ${MATERIALISE}`,
+      params: [subscriptionId, subscriptionId],
+    },
+  ];
 }
 
 export type DeliveryWithEvent = DeliveryRow & { ev: EventRow };

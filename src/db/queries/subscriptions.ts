@@ -64,14 +64,21 @@ export interface ClaimStateRow extends SubscriptionRow {
  * uncorrelated subqueries alike (max_pending and capacity depend on it).
  */
 export function claimStateStatement(id: string, q: { now: Date; readyUpTo: number; sessionIds: readonly string[] }): Statement {
+  // The @orbit_* session variables carry the locked row's values to the statements after
+  // it in the same round trip (materialiseStatements): each is assigned once, from its
+  // own expression. (MySQL 8 warns that assignments in SELECT are deprecated; MariaDB
+  // does not.)
   return {
-    sql: `SELECT s.id, s.namespace_id, s.application_id, s.credential_id, s.queue_id, s.name, s.revision, s.enabled, s.types,
-            s.cursor_sequence, s.max_pending, s.max_attempts, s.created_at, s.updated_at, 0 AS pending_count,
+    sql: `SELECT s.id, @orbit_namespace := s.namespace_id AS namespace_id, s.application_id, s.credential_id,
+            @orbit_queue := s.queue_id AS queue_id, s.name, s.revision, @orbit_enabled := s.enabled AS enabled,
+            @orbit_types := s.types AS types, @orbit_cursor := s.cursor_sequence AS cursor_sequence,
+            @orbit_max_pending := s.max_pending AS max_pending, @orbit_budget := s.max_attempts AS max_attempts,
+            s.created_at, s.updated_at, 0 AS pending_count,
             COALESCE((SELECT c.revoked_at IS NOT NULL FROM credentials c WHERE c.id = s.credential_id), 1) AS credential_revoked,
-            COALESCE((SELECT n.head_sequence FROM namespace_streams n WHERE n.namespace_id = s.namespace_id), 0) AS head_sequence,
-            COALESCE((SELECT n.retention_boundary FROM namespace_streams n WHERE n.namespace_id = s.namespace_id), 0) AS retention_boundary,
+            @orbit_head := COALESCE((SELECT n.head_sequence FROM namespace_streams n WHERE n.namespace_id = s.namespace_id), 0) AS head_sequence,
+            @orbit_boundary := COALESCE((SELECT n.retention_boundary FROM namespace_streams n WHERE n.namespace_id = s.namespace_id), 0) AS retention_boundary,
             EXISTS (SELECT 1 FROM deliveries d WHERE d.subscription_id = s.id AND d.state = 'LEASED' AND d.lease_until < ?) AS lease_expired,
-            CASE WHEN s.cursor_sequence < (SELECT n.head_sequence FROM namespace_streams n WHERE n.namespace_id = s.namespace_id)
+            @orbit_backlog := CASE WHEN s.cursor_sequence < (SELECT n.head_sequence FROM namespace_streams n WHERE n.namespace_id = s.namespace_id)
                   AND (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries r WHERE r.subscription_id = ? AND r.state = 'PENDING' LIMIT ?) ready) < ?
                  THEN (SELECT COUNT(*) FROM deliveries b WHERE b.subscription_id = s.id AND b.state IN ('PENDING', 'LEASED', 'EXPIRED'))
             END AS backlog,
@@ -81,6 +88,9 @@ export function claimStateStatement(id: string, q: { now: Date; readyUpTo: numbe
     params: [q.now, id, q.readyUpTo, q.readyUpTo, q.sessionIds, id],
   };
 }
+
+/** Before claimStateStatement: a subscription that is gone must leave no @orbit_* values of an earlier claim behind. */
+export const resetClaimState: Statement = { sql: "SET @orbit_backlog = NULL", params: [] };
 
 /** The claim state statement's result: the row, or undefined for an unknown subscription. */
 export function toClaimState(rows: unknown): ClaimStateRow | undefined {
