@@ -30,5 +30,7 @@ export const MAX_CLAIM_WAIT_MS = 20000;
 export const MAX_JSON_DEPTH = 256;
 /** A node's ACK transactions run on a pool of their own (server.ts). */
 export const ACK_POOL_SIZE = 4;
+/** So does its sequencer: one run per namespace at a time, 2 namespaces at once. */
+export const SEQUENCER_POOL_SIZE = 2;
 /** perf-notes.md: 4–16 connections on 2 cores; 64 was slower in every test. */
 export const DEFAULT_DB_POOL_SIZE = 8;

@@ -12,8 +12,9 @@ export interface NodeServices {
   readonly workerLeaseMs: number;
 }
 
-export function createServices(pool: Pool, log: Logger, workerLeaseMs: number): NodeServices {
-  return { sequencer: new Sequencer(pool, log), queueSignals: new QueueSignals(), workerLeaseMs };
+/** `sequencerPool`: the sequencer's own connections (server.ts). */
+export function createServices(sequencerPool: Pool, log: Logger, workerLeaseMs: number): NodeServices {
+  return { sequencer: new Sequencer(sequencerPool, log), queueSignals: new QueueSignals(), workerLeaseMs };
 }
 
 /** After a commit: number new events and wake claims of queues that got work. */
