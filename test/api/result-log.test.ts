@@ -205,3 +205,46 @@ describe("result log", function () {
     assert.equal(after.events.at(-1)!.id, "f".repeat(32));
   });
 });
+
+describe("result log numbering under a busy node", function () {
+  this.timeout(60000);
+
+  it("numbers events while every connection of the node's main pool is held by a waiting request", async () => {
+    // A database of its own: another node's sweep would number the event too.
+    const db = await freshDatabase("result_log_busy");
+    const other = await bootstrap(db.url, { namespace: "ns-busy", application: "app", queues: ["q"] });
+    const node = await startNode(db.url, { ORBIT_DB_POOL_SIZE: "1", ORBIT_REQUEST_TIMEOUT_MS: "30000" });
+    const api = client(node.url, other.token);
+    const holder = await db.connect();
+    const c = await db.connect();
+    try {
+      const task = (await api.post("/v1/tasks", { queue_id: other.queues[0]!.id, input: 1 })).json.data.task;
+      // The node's only main-pool connection waits on this row lock inside a cancel.
+      await holder.query("START TRANSACTION");
+      await holder.query("SELECT id FROM tasks WHERE id = ? FOR UPDATE", [task.id]);
+      const cancel = api.post(`/v1/tasks/${task.id}:cancel`, { expected_revision: task.revision, reason: "r" });
+      await new Promise((r) => setTimeout(r, 500));
+      // A committed, unnumbered event (what a node that died after its commit leaves).
+      await c.query(
+        `INSERT INTO result_events (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot)
+         VALUES (?, ?, ?, NULL, 'task.cancelled', ?, 2, UTC_TIMESTAMP(3), '{"state":"CANCELLED","reason":"CANCEL_REQUESTED"}', '{}')`,
+        ["d".repeat(32), other.namespace_id, other.queues[0]!.id, "c".repeat(32)],
+      );
+      // The sweep (every 5 s) numbers it on the sequencer's own connections.
+      const numbered = async () => {
+        const [rows] = await c.query<any[]>("SELECT sequence FROM result_events WHERE id = ?", ["d".repeat(32)]);
+        return rows[0]?.sequence !== null;
+      };
+      const deadline = Date.now() + 12_000;
+      while (!(await numbered()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+      assert.ok(await numbered(), "numbered while the main pool was busy");
+      await holder.query("ROLLBACK");
+      assert.equal((await cancel).status, 200, "the waiting request completes afterwards");
+    } finally {
+      await holder.end();
+      await c.end();
+      await node.stop();
+      await db.drop();
+    }
+  });
+});
