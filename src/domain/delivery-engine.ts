@@ -28,7 +28,7 @@ import type { Pool } from "../db/types.js";
 import type { SessionMode } from "../db/pool.js";
 import { commitWith, queryAll, withTransaction, type Statement } from "../db/tx.js";
 import {
-  claimableStatement, leaseStatement, markAckedStatement, materialiseStatements, recoverExpiredLeases, selectLeasedTo,
+  claimableStatement, leaseStatement, markAckedStatement, materialiseStatements, recoveryStatements, selectLeasedTo,
   selectProofs, toClaimable, type DeliveryRow,
 } from "../db/queries/deliveries.js";
 import { claimStateStatement, resetClaimState, toClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
@@ -175,8 +175,9 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
       if (s.lease_expired) {
         // Round trip 2, only then: recovered leases are PENDING again with their old, lower
         // sequences, so they go first — read the claimable rows again.
-        counted.expired = (await recoverExpiredLeases(tx, s.id, now)).expired;
-        if (wanted > 0) rows = toClaimable((await queryAll(tx, [claimableStatement(s.id, now, wanted)]))[0]);
+        const [expired, , again] = await queryAll(tx, [...recoveryStatements(s.id, now), claimableStatement(s.id, now, wanted)]);
+        counted.expired = (expired as ResultSetHeader).affectedRows;
+        rows = toClaimable(again);
       }
       rows = rows.slice(0, wanted);
       if (rows.length === 0) return idle();

@@ -80,20 +80,21 @@ export async function retryDelivery(tx: Tx, id: string, expectedRevision: string
  * Recovery (spec §4): LEASED deliveries of the subscription whose lease ran out go back
  * to PENDING within their attempt budget, else to EXPIRED. Their epoch stays, so the
  * latest proof can still ACK until a new claim replaces it. Two statements, so that the
- * node can count what expired.
+ * node can count what expired (the first one's affected rows).
  */
-export async function recoverExpiredLeases(tx: Tx, subscriptionId: string, now: Date): Promise<{ pending: number; expired: number }> {
-  const [expired] = await tx.query<ResultSetHeader>(
-    `UPDATE deliveries SET state = 'EXPIRED', lease_until = NULL, session_id = NULL, revision = revision + 1
-      WHERE subscription_id = ? AND state = 'LEASED' AND lease_until < ? AND attempts >= attempt_budget`,
-    [subscriptionId, now],
-  );
-  const [pending] = await tx.query<ResultSetHeader>(
-    `UPDATE deliveries SET state = 'PENDING', available_at = ?, lease_until = NULL, session_id = NULL, revision = revision + 1
-      WHERE subscription_id = ? AND state = 'LEASED' AND lease_until < ?`,
-    [now, subscriptionId, now],
-  );
-  return { pending: pending.affectedRows, expired: expired.affectedRows };
+export function recoveryStatements(subscriptionId: string, now: Date): Statement[] {
+  return [
+    {
+      sql: `UPDATE deliveries SET state = 'EXPIRED', lease_until = NULL, session_id = NULL, revision = revision + 1
+             WHERE subscription_id = ? AND state = 'LEASED' AND lease_until < ? AND attempts >= attempt_budget`,
+      params: [subscriptionId, now],
+    },
+    {
+      sql: `UPDATE deliveries SET state = 'PENDING', available_at = ?, lease_until = NULL, session_id = NULL, revision = revision + 1
+             WHERE subscription_id = ? AND state = 'LEASED' AND lease_until < ?`,
+      params: [now, subscriptionId, now],
+    },
+  ];
 }
 
 /** The most a subscription's backlog may hold (spec: max_pending is 1–1000). */

@@ -18,8 +18,10 @@ export interface EventRow {
 
 export type NewEventRow = Omit<EventRow, "sequence">;
 
-/** Inserts an event, not yet numbered: the sequencer gives it its sequence after commit. */
-/** Deferred (tx.ts): nothing reads its result; it travels with the next statement or COMMIT. */
+/**
+ * Inserts an event, not yet numbered: the sequencer gives it its sequence after commit.
+ * Deferred (tx.ts): nothing reads its result; it travels with the next statement or COMMIT.
+ */
 export function insertEvent(tx: Tx, e: NewEventRow): Promise<void> {
   return defer(tx, {
     sql: `INSERT INTO result_events
