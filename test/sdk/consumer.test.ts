@@ -49,6 +49,26 @@ describe("event SDK", function () {
   });
 
   describe("EventConnection", () => {
+    it("keeps an idle connection open with its heartbeat; without one the node closes it at the idle timeout", async function () {
+      this.timeout(40000);
+      // The node's heartbeat interval is the spec's 15 s; an idle timeout just above it
+      // closes a connection that sends nothing, and not one whose SDK pings.
+      const idleNode = await startNode(db.url, { ORBIT_IDLE_TIMEOUT_MS: "16500" });
+      try {
+        const { sub } = await setup();
+        const open = (heartbeat: boolean) => EventConnection.open({ baseUrl: idleNode.url, token: cred.token, subscriptionId: sub, capacity: 1, heartbeat });
+        const [pinging, silent] = await Promise.all([open(true), open(false)]);
+        assert.equal(pinging.welcome.heartbeat_interval_ms, 15000);
+        const silentClosed = new Promise<{ code: number }>((r) => silent.once("close", r));
+        await sleep(18000);
+        assert.equal((await silentClosed).code, 1008, "the silent one was closed for idleness");
+        assert.ok(pinging.isOpen, "the pinging one is still open");
+        await pinging.close();
+      } finally {
+        await idleNode.stop();
+      }
+    });
+
     it("opens with hello, surfaces typed deliveries, ACKs with receipts and typed errors", async () => {
       const { q, sub } = await setup();
       await results(q, 1);
