@@ -84,7 +84,7 @@ export interface SessionMode {
  * trip so that a transaction's opening and deferred writes travel with its other
  * statements (tx.ts: a completion is 3 round trips, not 6).
  */
-export const MAIN_SESSION: SessionMode = { isolation: "REPEATABLE READ", implicitTransactions: false, multipleStatements: true };
+const MAIN_SESSION: SessionMode = { isolation: "REPEATABLE READ", implicitTransactions: false, multipleStatements: true };
 
 const sessionModes = new WeakMap<Pool, SessionMode>();
 

@@ -104,7 +104,7 @@ export interface ClaimOutcome {
  * round trip has already left such a subscription alone (materialiseStatements); this
  * throws, and the transaction rolls back.
  */
-export function checkHistory(s: ClaimStateRow): void {
+function checkHistory(s: ClaimStateRow): void {
   // Counted by the lock query only when worth it: news in the log and few ready.
   if (s.backlog === null || s.max_pending - s.backlog <= 0) return;
   if (BigInt(s.cursor_sequence) < BigInt(s.retention_boundary)) {
