@@ -131,8 +131,18 @@ describe("event delivery", function () {
     assert.equal((await api.get(`/v1/subscriptions/${sub}`)).json.data.pending_count, 0, "the backlog went down once");
     const c = await db.connect();
     try {
-      const [rows] = await c.query<any[]>("SELECT COUNT(*) AS n FROM audit_records WHERE delivery_id = ? AND action = 'delivery.ack'", [d.body.delivery.id]);
-      assert.equal(Number(rows[0].n), 1, "one ACK audit record");
+      const [rows] = await c.query<any[]>(
+        "SELECT credential_id, subscription_id, details, reason, revision_before, revision_after, created_at FROM audit_records WHERE delivery_id = ? AND action = 'delivery.ack'",
+        [d.body.delivery.id],
+      );
+      assert.equal(rows.length, 1, "one ACK audit record");
+      const audit = rows[0];
+      assert.deepEqual(
+        [audit.credential_id, audit.subscription_id, audit.details, audit.reason, String(audit.revision_before), String(audit.revision_after)],
+        [cred.credential_id, sub, '{"epoch":"1","state_before":"LEASED"}', null, "2", "3"],
+        "who, what and the revisions it moved",
+      );
+      assert.equal(new Date(audit.created_at).toISOString(), first.body.acknowledged_at, "recorded at the ACK's time");
     } finally {
       await c.end();
     }
