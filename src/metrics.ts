@@ -42,6 +42,20 @@ export const claimLeases = new Histogram({
   registers: [registry],
 });
 
+/** Worker calls (complete, requeue) per transaction: batches form when calls arrive faster than commits (attempt-batches.ts). */
+export const attemptBatchSize = new Histogram({
+  name: "orbit_attempt_batch_size",
+  help: "Worker calls (complete, requeue) committed together in one transaction.",
+  buckets: [1, 2, 4, 8, 16, 32],
+  registers: [registry],
+});
+
+export const attemptCallsWaiting = new Gauge({
+  name: "orbit_attempt_calls_waiting",
+  help: "Worker calls waiting for a batch: every batch slot is committing.",
+  registers: [registry],
+});
+
 export const deliveries = new Counter({
   name: "orbit_deliveries_total",
   help: "Delivery transitions made by this node: created (materialised), leased, acked, expired (budget spent).",

@@ -43,7 +43,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   // it: on the main pool its transaction queued behind the requests in flight (measured at
   // 250 results/s offered: 43 numbering runs in 8 s, ~190 ms apart, the latency's p50).
   const sequencerPool = createPool(config.databaseUrl, SEQUENCER_POOL_SIZE);
-  const services = createServices(sequencerPool, log, config.workerLeaseMs);
+  const services = createServices(pool, sequencerPool, log, config.workerLeaseMs);
   const app = buildApp({ pool, services, log, requestTimeoutMs: config.requestTimeoutMs });
   const koaHandler = app.callback();
   // requireHostHeader off: Node would answer a Host-less request with a bare 400

@@ -18,10 +18,10 @@
 // ~6,300/s for 16 connections). The sequencer runs READ COMMITTED so its scan takes no
 // gap locks that would block producers' inserts.
 import type { Pool, Tx } from "../db/types.js";
-import { queryAll, withTransaction } from "../db/tx.js";
+import { defer, queryAll, withTransaction, type Statement } from "../db/tx.js";
 import type { RowDataPacket } from "mysql2/promise";
 import {
-  assignSequences, deleteEventsUpTo, insertEvent, lockStreamStatement, raiseBoundary, selectEvents, selectFirstSequenceSince,
+  assignSequences, deleteEventsUpTo, insertEventStatement, lockStreamStatement, raiseBoundary, selectEvents, selectFirstSequenceSince,
   selectStream, unsequencedStatement, type EventRow, type StreamRow,
 } from "../db/queries/result-log.js";
 import type { TaskState } from "../db/queries/tasks.js";
@@ -79,10 +79,10 @@ export interface ResultEventWire<T extends EventType = ResultEventType> {
 }
 
 /** Appends an event inside the caller's transaction; returns its id. */
-export async function appendEvent(tx: Tx, e: NewEvent): Promise<string> {
-  const id = newId();
-  await insertEvent(tx, {
-    id,
+/** The INSERT that appends `e` (unnumbered), for a caller that sends it with others. */
+export function appendEventStatement(e: NewEvent): Statement {
+  return insertEventStatement({
+    id: newId(),
     namespace_id: e.namespaceId,
     queue_id: e.queueId,
     type: e.type,
@@ -92,7 +92,6 @@ export async function appendEvent(tx: Tx, e: NewEvent): Promise<string> {
     details: JSON.stringify(e.details),
     snapshot: JSON.stringify(e.snapshot),
   });
-  return id;
 }
 
 /** Any event of the log (requeues included), for the operator's view. */

@@ -3,6 +3,7 @@
 // those live in the database (platform.md: several nodes are one cluster).
 import type { Pool } from "../db/types.js";
 import type { Logger } from "../log/index.js";
+import { AttemptBatches } from "./attempt-batches.js";
 import { QueueSignals } from "./queue-signals.js";
 import { Sequencer } from "./sequencer.js";
 
@@ -10,11 +11,19 @@ export interface NodeServices {
   readonly sequencer: Sequencer;
   readonly queueSignals: QueueSignals;
   readonly workerLeaseMs: number;
+  /** Workers' calls that end attempts, committed in batches under load. */
+  readonly attempts: AttemptBatches;
 }
 
-/** `sequencerPool`: the sequencer's own connections (server.ts). */
-export function createServices(sequencerPool: Pool, log: Logger, workerLeaseMs: number): NodeServices {
-  return { sequencer: new Sequencer(sequencerPool, log), queueSignals: new QueueSignals(), workerLeaseMs };
+/** `pool`: the node's main pool; `sequencerPool`: the sequencer's own connections (server.ts). */
+export function createServices(pool: Pool, sequencerPool: Pool, log: Logger, workerLeaseMs: number): NodeServices {
+  const services: NodeServices = {
+    sequencer: new Sequencer(sequencerPool, log),
+    queueSignals: new QueueSignals(),
+    workerLeaseMs,
+    attempts: new AttemptBatches(pool, (namespaces, queues) => afterCommit(services, namespaces, queues)),
+  };
+  return services;
 }
 
 /** After a commit: number new events and wake claims of queues that got work. */

@@ -1,10 +1,12 @@
 // The task state machine (platform.md "Queues, tasks and workers"): one function moves a
 // locked task row and, for results and requeues, appends the event in the same
 // transaction. Every state change bumps the revision.
+import type { ResultSetHeader } from "mysql2/promise";
 import type { Tx } from "../db/types.js";
-import { updateTask, type TaskRow, type TaskState } from "../db/queries/tasks.js";
+import { defer, type Statement } from "../db/tx.js";
+import { updateTaskStatement, type TaskRow, type TaskState } from "../db/queries/tasks.js";
 import { formatTimestamp } from "../wire/time.js";
-import { appendEvent, type EventType, type Snapshot } from "./result-log.js";
+import { appendEventStatement, type EventType, type Snapshot } from "./result-log.js";
 
 /** Why a transition happened: details.reason of its event (openapi.yaml lists them). */
 export type TransitionReason =
@@ -49,7 +51,22 @@ export interface Moved {
 
 /** Moves a task that the caller holds locked (FOR UPDATE) at `task.revision`. */
 export async function moveTask(tx: Tx, task: TaskRow, t: Transition): Promise<Moved> {
-  const ok = await updateTask(tx, task.id, task.revision, {
+  const plan = planMove(task, t);
+  const [update, event] = plan.writes;
+  const [res] = await tx.query<ResultSetHeader>(update!.sql, [...update!.params]);
+  // The row is locked by the caller, so the revision cannot have moved.
+  if (res.affectedRows !== 1) throw new Error(`task ${task.id} changed under its lock`);
+  if (event) await defer(tx, event);
+  return { task: plan.task, appended: plan.appended };
+}
+
+/**
+ * What moving a locked task comes to, without sending anything: the moved row and its
+ * writes — the task's UPDATE (guarded by the revision), then the event's INSERT for
+ * results and requeues. Each write changes exactly one row.
+ */
+export function planMove(task: TaskRow, t: Transition): Moved & { writes: Statement[] } {
+  const update = updateTaskStatement(task.id, task.revision, {
     state: t.to,
     effectUncertain: t.effectUncertain,
     currentAttemptId: t.currentAttemptId,
@@ -59,8 +76,6 @@ export async function moveTask(tx: Tx, task: TaskRow, t: Transition): Promise<Mo
     ...(t.result !== undefined ? { result: t.result } : {}),
     ...(t.to === "QUEUED" ? { queuedAt: t.now } : {}),
   });
-  // The row is locked by the caller, so the revision cannot have moved.
-  if (!ok) throw new Error(`task ${task.id} changed under its lock`);
   const moved: TaskRow = {
     ...task,
     state: t.to,
@@ -73,7 +88,7 @@ export async function moveTask(tx: Tx, task: TaskRow, t: Transition): Promise<Mo
     ...(t.result !== undefined ? { result: t.result } : {}),
   };
   const type = EVENT_TYPES[t.to];
-  if (!t.reason || !type) return { task: moved, appended: false };
+  if (!t.reason || !type) return { task: moved, appended: false, writes: [update] };
   const snapshot: Snapshot = {
     schema_version: 1,
     task_id: moved.id,
@@ -84,7 +99,7 @@ export async function moveTask(tx: Tx, task: TaskRow, t: Transition): Promise<Mo
     ...(moved.result !== null && t.to !== "QUEUED" ? { result: moved.result } : {}),
     ...(t.eventAttemptId ? { current_attempt_id: t.eventAttemptId } : {}),
   };
-  await appendEvent(tx, {
+  const event = appendEventStatement({
     namespaceId: moved.namespace_id,
     queueId: moved.queue_id,
     type,
@@ -94,7 +109,7 @@ export async function moveTask(tx: Tx, task: TaskRow, t: Transition): Promise<Mo
     details: { state: moved.state, reason: t.reason },
     snapshot,
   });
-  return { task: moved, appended: true };
+  return { task: moved, appended: true, writes: [update, event] };
 }
 
 /** The wire Task of platform.md: exactly these fields. */

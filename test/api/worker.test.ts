@@ -6,6 +6,7 @@ import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../h
 import { startProxy } from "../helpers/proxy.js";
 import { client, makeCredential, readLog, waitSequenced, type Client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
+import { grantedQueue } from "../helpers/fixtures.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -16,18 +17,7 @@ describe("worker API", () => {
   let api: Client;
   let queueNo = 0;
 
-  /** A queue of its own for each test, so tests never claim each other's tasks. */
-  async function freshQueue(): Promise<string> {
-    const name = `w${++queueNo}`;
-    const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name] });
-    const c = await db.connect();
-    try {
-      await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
-    } finally {
-      await c.end();
-    }
-    return out.queues[0]!.id;
-  }
+  const freshQueue = () => grantedQueue(db, cred, `w${++queueNo}`);
   const submit = async (queueId: string, extra: Record<string, unknown> = {}) =>
     (await api.post("/v1/tasks", { queue_id: queueId, input: { job: 1 }, ...extra })).json.data.task;
   const claim = (queueId: string, waitMs?: number) =>

@@ -6,6 +6,21 @@ import type { TestDatabase } from "./db.js";
 import { bootstrap, type BootstrapOutput } from "./orbit.js";
 import type { Client } from "./api.js";
 
+/**
+ * A new queue (bootstrap, namespace "ns", application "app") added to `cred`'s scope: a
+ * queue of its own per test, so that tests never claim each other's tasks.
+ */
+export async function grantedQueue(db: TestDatabase, cred: BootstrapOutput, name: string, eventAccess = false): Promise<string> {
+  const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name], ...(eventAccess ? { eventAccess } : {}) });
+  const c = await db.connect();
+  try {
+    await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
+  } finally {
+    await c.end();
+  }
+  return out.queues[0]!.id;
+}
+
 /** A new queue in cred's namespace, added to cred's scope, with a subscription on it. */
 export async function queueWithSubscription(
   db: TestDatabase,
@@ -14,14 +29,7 @@ export async function queueWithSubscription(
   extra: Record<string, unknown> = {},
 ): Promise<{ q: string; sub: string }> {
   const name = `q${randomBytes(3).toString("hex")}`;
-  const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name], eventAccess: true });
-  const c = await db.connect();
-  try {
-    await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
-  } finally {
-    await c.end();
-  }
-  const q = out.queues[0]!.id;
+  const q = await grantedQueue(db, cred, name, true);
   const res = await api.post("/v1/subscriptions", { name: `s-${name}`, queue_id: q, ...extra });
   assert.equal(res.status, 201, res.text);
   return { q, sub: res.json.data.subscription.id as string };

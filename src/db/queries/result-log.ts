@@ -23,12 +23,16 @@ export type NewEventRow = Omit<EventRow, "sequence">;
  * Deferred (tx.ts): nothing reads its result; it travels with the next statement or COMMIT.
  */
 export function insertEvent(tx: Tx, e: NewEventRow): Promise<void> {
-  return defer(tx, {
+  return defer(tx, insertEventStatement(e));
+}
+
+export function insertEventStatement(e: NewEventRow): Statement {
+  return {
     sql: `INSERT INTO result_events
             (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot)
           VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)`,
     params: [e.id, e.namespace_id, e.queue_id, e.type, e.aggregate_id, e.aggregate_revision, e.occurred_at, e.details, e.snapshot],
-  });
+  };
 }
 
 export interface StreamRow {

@@ -1,7 +1,7 @@
 // SQL for tasks and task_attempts. Row types mirror the columns.
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
-import { defer } from "../tx.js";
+import { defer, type Statement } from "../tx.js";
 
 export type TaskState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "NEEDS_REVIEW";
 
@@ -58,10 +58,11 @@ export interface TaskChange {
 }
 
 /**
- * Applies a state change guarded by the revision read under the row lock; every state
- * change bumps the revision (platform.md). Returns false if the guard did not hold.
+ * A state change guarded by the revision read under the row lock; every state change
+ * bumps the revision (platform.md). The caller sends it (with others) and checks that it
+ * changed one row.
  */
-export async function updateTask(tx: Tx, id: string, expectedRevision: string, c: TaskChange): Promise<boolean> {
+export function updateTaskStatement(id: string, expectedRevision: string, c: TaskChange): Statement {
   const sets = [
     "state = ?", "revision = revision + 1", "effect_uncertain = ?", "current_attempt_id = ?", "lease_until = ?", "updated_at = ?",
   ];
@@ -78,12 +79,7 @@ export async function updateTask(tx: Tx, id: string, expectedRevision: string, c
     sets.push("queued_at = ?");
     params.push(c.queuedAt);
   }
-  const [res] = await tx.query<ResultSetHeader>(`UPDATE tasks SET ${sets.join(", ")} WHERE id = ? AND revision = ?`, [
-    ...params,
-    id,
-    expectedRevision,
-  ]);
-  return res.affectedRows === 1;
+  return { sql: `UPDATE tasks SET ${sets.join(", ")} WHERE id = ? AND revision = ?`, params: [...params, id, expectedRevision] };
 }
 
 /**
@@ -133,28 +129,48 @@ export async function insertAttempt(
  * system. Deferred (tx.ts): nothing reads its result; it travels with the task's UPDATE.
  */
 export function endAttempt(tx: Tx, id: string, endedBy: string, body: string | null, now: Date): Promise<void> {
-  return defer(tx, {
+  return defer(tx, endAttemptStatement(id, endedBy, body, now));
+}
+
+export function endAttemptStatement(id: string, endedBy: string, body: string | null, now: Date): Statement {
+  return {
     sql: "UPDATE task_attempts SET ended_at = ?, ended_by = ?, end_body = ? WHERE id = ? AND ended_at IS NULL",
     params: [now, endedBy, body, id],
-  });
+  };
 }
 
 /**
  * Takes an attempt id; returns the attempt and its task in one round trip, both rows
  * locked when `lock` (a completion serialises on the task).
  */
-export async function selectAttemptWithTask(db: Pool | Tx, attemptId: string, lock = false): Promise<{ attempt: AttemptRow; task: TaskRow } | undefined> {
+export async function selectAttemptWithTask(db: Pool | Tx, attemptId: string, lock = false): Promise<AttemptWithTask | undefined> {
+  return (await selectAttemptsWithTasks(db, [attemptId], lock)).get(attemptId);
+}
+
+export interface AttemptWithTask {
+  attempt: AttemptRow;
+  task: TaskRow;
+}
+
+/**
+ * The same for several attempts in one statement (a batch of completions, worker.ts), by
+ * attempt id. By primary key only: on a small table the optimiser may prefer a scan for
+ * an IN list, and a locking scan would lock every attempt.
+ */
+export async function selectAttemptsWithTasks(db: Pool | Tx, attemptIds: readonly string[], lock = false): Promise<Map<string, AttemptWithTask>> {
   const [rows] = await db.query<RowDataPacket[]>(
     `SELECT a.id AS a_id, a.task_id AS a_task_id, a.number AS a_number, a.lease_until AS a_lease_until,
             a.ended_by AS a_ended_by, a.end_body AS a_end_body,
             ${TASK_COLUMNS.split(",").map((c) => `t.${c.trim()}`).join(", ")}
-       FROM task_attempts a JOIN tasks t ON t.id = a.task_id
-      WHERE a.id = ?${lock ? " FOR UPDATE" : ""}`,
-    [attemptId],
+       FROM task_attempts a FORCE INDEX (PRIMARY) JOIN tasks t ON t.id = a.task_id
+      WHERE a.id IN (?)${lock ? " FOR UPDATE" : ""}`,
+    [attemptIds],
   );
-  const r = rows[0];
-  if (!r) return undefined;
-  const attempt: AttemptRow = { id: r.a_id, task_id: r.a_task_id, number: r.a_number, lease_until: r.a_lease_until, ended_by: r.a_ended_by, end_body: r.a_end_body };
-  const { a_id: _1, a_task_id: _2, a_number: _3, a_lease_until: _4, a_ended_by: _5, a_end_body: _6, ...task } = r;
-  return { attempt, task: task as TaskRow };
+  const found = new Map<string, AttemptWithTask>();
+  for (const r of rows) {
+    const attempt: AttemptRow = { id: r.a_id, task_id: r.a_task_id, number: r.a_number, lease_until: r.a_lease_until, ended_by: r.a_ended_by, end_body: r.a_end_body };
+    const { a_id: _1, a_task_id: _2, a_number: _3, a_lease_until: _4, a_ended_by: _5, a_end_body: _6, ...task } = r;
+    found.set(attempt.id, { attempt, task: task as TaskRow });
+  }
+  return found;
 }

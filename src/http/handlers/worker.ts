@@ -1,11 +1,11 @@
 // HTTP handlers of the worker API (platform.md). Worker calls take no Idempotency-Key:
 // completing an attempt is idempotent by its attempt id and body.
 import type { Handler } from "../../../generated/http/routes.js";
-import { withTransaction } from "../../db/tx.js";
 import { POLL_INTERVAL_MS } from "../../domain/queue-signals.js";
 import { afterCommit } from "../../domain/services.js";
-import { requireQueue, type WriteEffects } from "../../domain/tasks.js";
-import { claimOnce, endAttemptCall, noEffects, type AttemptCall, type AttemptRequest } from "../../domain/worker.js";
+import { requireQueue } from "../../domain/tasks.js";
+import type { TaskWire } from "../../domain/task-state.js";
+import { claimOnce, noEffects, type AttemptCall, type AttemptRequest } from "../../domain/worker.js";
 import type { HandlerContext } from "../router.js";
 
 /**
@@ -46,12 +46,9 @@ async function readDeferred(read: () => Promise<AttemptRequest>): Promise<() => 
   }
 }
 
-async function endAttempt(ctx: HandlerContext, attemptId: string, request: () => AttemptRequest) {
-  const caller = ctx.caller();
-  const effects: WriteEffects = { appended: false };
-  const out = await withTransaction(ctx.pool, (tx) => endAttemptCall(tx, caller, attemptId, request, effects), ctx.signal);
-  afterCommit(ctx.services, effects.appended ? [caller.namespaceId] : [], effects.requeuedQueue ? [effects.requeuedQueue] : []);
-  return out;
+/** Ends the attempt by the worker's call: committed alone or with other calls (attempt-batches.ts). */
+async function endAttempt(ctx: HandlerContext, attemptId: string, request: () => AttemptRequest): Promise<{ task: TaskWire }> {
+  return { task: await ctx.services.attempts.run({ caller: ctx.caller(), attemptId, request }, ctx.signal) };
 }
 
 export const completeAttempt: Handler<"completeAttempt", HandlerContext> = async (req, ctx) => {
