@@ -6,6 +6,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Pool } from "../db/types.js";
 import { selectCredentialWithQueues } from "../db/queries/identity.js";
+import { CredentialLookups } from "./credential-lookups.js";
 import { decodeBase64urlCanonical, encodeBase64url } from "../wire/base64url.js";
 import { permissionDenied, unauthenticated } from "../wire/errors.js";
 
@@ -83,12 +84,16 @@ export function bearerToken(header: string | undefined): string | undefined {
 // secret take the same path and the same time.
 const DUMMY_DIGEST = digestSecret(Buffer.alloc(SECRET_BYTES));
 
-/** Resolves the caller from an Authorization header, or throws UNAUTHENTICATED. */
-export async function authenticate(pool: Pool, header: string | undefined): Promise<Caller> {
+/**
+ * Resolves the caller from an Authorization header, or throws UNAUTHENTICATED. The
+ * credential is read from the database, or through the node's shared lookups (HTTP).
+ */
+export async function authenticate(source: Pool | CredentialLookups, header: string | undefined): Promise<Caller> {
   const token = bearerToken(header);
   const parsed = token === undefined ? undefined : parseToken(token);
   if (!parsed) throw unauthenticated();
-  const row = await selectCredentialWithQueues(pool, parsed.credentialId);
+  const row =
+    source instanceof CredentialLookups ? await source.find(parsed.credentialId) : await selectCredentialWithQueues(source, parsed.credentialId);
   const presented = digestSecret(parsed.secret);
   const matches = timingSafeEqual(presented, row ? Buffer.from(row.secret_digest) : DUMMY_DIGEST);
   if (!row || !matches || row.revoked_at !== null) throw unauthenticated();

@@ -4,6 +4,7 @@
 import type { Pool } from "../db/types.js";
 import type { Logger } from "../log/index.js";
 import { AttemptBatches } from "./attempt-batches.js";
+import { CredentialLookups } from "./credential-lookups.js";
 import { QueueSignals } from "./queue-signals.js";
 import { Sequencer } from "./sequencer.js";
 
@@ -13,6 +14,8 @@ export interface NodeServices {
   readonly workerLeaseMs: number;
   /** Workers' calls that end attempts, committed in batches under load. */
   readonly attempts: AttemptBatches;
+  /** HTTP requests' credential lookups, shared by the requests that wait together. */
+  readonly credentials: CredentialLookups;
 }
 
 /** `pool`: the node's main pool; `sequencerPool`: the sequencer's own connections (server.ts). */
@@ -22,6 +25,7 @@ export function createServices(pool: Pool, sequencerPool: Pool, log: Logger, wor
     queueSignals: new QueueSignals(),
     workerLeaseMs,
     attempts: new AttemptBatches(pool, (namespaces, queues) => afterCommit(services, namespaces, queues)),
+    credentials: new CredentialLookups(pool),
   };
   return services;
 }

@@ -13,6 +13,7 @@ import { OrbitError, invalidArgument, notFound, unavailable } from "../wire/erro
 import { parseQuery } from "../wire/query.js";
 import { canonicalJson } from "../wire/canonical.js";
 import type { NodeServices } from "../domain/services.js";
+import type { CredentialLookups } from "../domain/credential-lookups.js";
 import { WireError } from "../wire/wire-error.js";
 import { readJsonBody, requestHasBody } from "./body.js";
 import { success } from "./envelope.js";
@@ -89,7 +90,7 @@ function deadlineMs(route: RouteSpec, requestTimeoutMs: number): number {
 type AnyResult = { status: number; data?: unknown; raw?: string };
 
 async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal: AbortSignal): Promise<AnyResult> {
-  const caller = await resolveCaller(ctx, route, deps.pool);
+  const caller = await resolveCaller(ctx, route, deps.services.credentials);
   const query = readQuery(ctx, route);
   const path = readPath(ctx, route);
   if (route.transport === "websocket") {
@@ -124,13 +125,13 @@ async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal:
   }
 }
 
-async function resolveCaller(ctx: Context, route: RouteSpec, pool: Pool): Promise<Caller | undefined> {
+async function resolveCaller(ctx: Context, route: RouteSpec, credentials: CredentialLookups): Promise<Caller | undefined> {
   if (route.permission === "none") return undefined;
   let caller: Caller;
   try {
     // A repeated Authorization header is ambiguous: it authenticates nothing.
     const values = ctx.req.headersDistinct["authorization"] ?? [];
-    caller = await authenticate(pool, values.length === 1 ? values[0] : undefined);
+    caller = await authenticate(credentials, values.length === 1 ? values[0] : undefined);
   } catch (e) {
     throw translateDbError(e);
   }

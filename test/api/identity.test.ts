@@ -1,9 +1,10 @@
 // Identity over real HTTP: `orbit bootstrap` output, token authentication (401), action
 // checks (403) and revocation, against a real `orbit serve` and MariaDB.
 import { strict as assert } from "node:assert";
-import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { request } from "../helpers/http.js";
+import { startProxy } from "../helpers/proxy.js";
 import { assertContract, assertError } from "../helpers/contract.js";
 
 const ID = "0123456789abcdef0123456789abcdef";
@@ -115,6 +116,49 @@ describe("identity: bootstrap, 401, 403", () => {
     assertError(after, 401, "UNAUTHENTICATED");
     const again = await runCli(["revoke", "--credential", extra.credential_id], { ORBIT_DATABASE_URL: db.url });
     assert.equal(again.code, 1, "revoking twice reports that nothing was active");
+  });
+
+  it("resolves concurrent requests of several credentials each to its own caller", async () => {
+    // Under load their lookups are shared (one statement for several credentials).
+    const secret = full.token.slice(-43);
+    const tokens = [full.token, tasksOnly.token, `orbit_${ID}_${secret}`, `orbit_${tasksOnly.credential_id}_${secret}`];
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => request(node.url, { path: "/v1/credential", token: tokens[i % tokens.length]! })),
+    );
+    answers.forEach((res, i) => {
+      if (i % 4 === 0) assert.equal(res.json.data.credential_id, full.credential_id);
+      else if (i % 4 === 1) assert.deepEqual([res.json.data.credential_id, res.json.data.queues.length], [tasksOnly.credential_id, 1]);
+      else assertError(res, 401, "UNAUTHENTICATED");
+    });
+  });
+
+  it("refuses a request that arrives after the revocation, while an earlier lookup of the credential is in flight", async () => {
+    // Requests share credential lookups under load (credential-lookups.ts), but only
+    // lookups that start after they arrived. A node of its own behind a proxy that holds
+    // the database's answers back: the first lookup ran before the revocation, its
+    // answer arrives after it.
+    const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
+    const proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
+    const own = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`);
+    try {
+      assert.equal((await request(own.url, { path: "/v1/credential", token: extra.token })).status, 200, "warm: a pooled connection is open");
+      proxy.hold();
+      const sent = proxy.chunksFromClients;
+      const first = request(own.url, { path: "/v1/credential", token: extra.token });
+      while (proxy.chunksFromClients === sent) await new Promise((r) => setTimeout(r, 5));
+      await new Promise((r) => setTimeout(r, 100)); // the lookup has run; its answer is held
+      const res = await runCli(["revoke", "--credential", extra.credential_id], { ORBIT_DATABASE_URL: db.url });
+      assert.equal(res.code, 0, res.stderr);
+      const second = request(own.url, { path: "/v1/credential", token: extra.token });
+      await new Promise((r) => setTimeout(r, 200));
+      proxy.release();
+      assert.equal((await first).status, 200, "it arrived before the revocation");
+      assertError(await second, 401, "UNAUTHENTICATED");
+    } finally {
+      proxy.release();
+      await own.stop();
+      await proxy.close();
+    }
   });
 
   it("bootstrap refuses bad names and writes nothing", async () => {

@@ -11,6 +11,9 @@ export interface Proxy {
   readonly dropped: number;
   /** Data chunks the clients have sent so far: about one per statement, for counting a single client's queries. */
   readonly chunksFromClients: number;
+  /** Holds back the server's answers (in order, per connection) until release(): the statements run, their results wait. */
+  hold(): void;
+  release(): void;
   /** Drops every connection and refuses new ones until restore(). */
   cut(): void;
   restore(): void;
@@ -23,6 +26,7 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
   let dropped = 0;
   let chunks = 0;
   let severed = false;
+  let held: (() => void)[] | undefined;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
     if (severed) {
@@ -36,6 +40,10 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
       upstream.write(d);
     });
     upstream.on("data", (d) => {
+      if (held) {
+        held.push(() => client.write(d));
+        return;
+      }
       if (toDrop > 0) {
         toDrop--;
         dropped++;
@@ -67,6 +75,14 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     },
     get chunksFromClients() {
       return chunks;
+    },
+    hold() {
+      held ??= [];
+    },
+    release() {
+      const answers = held ?? [];
+      held = undefined;
+      for (const write of answers) write();
     },
     cut() {
       severed = true;

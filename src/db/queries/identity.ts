@@ -19,23 +19,34 @@ export interface CredentialRow {
  * request, 146 vs 123 µs of database CPU per query measured (names are ASCII, compared
  * by code unit like ascii_bin).
  */
-export async function selectCredentialWithQueues(db: Pool | Tx, id: string): Promise<(CredentialRow & { queues: QueueRow[] }) | undefined> {
+export async function selectCredentialWithQueues(db: Pool | Tx, id: string): Promise<CredentialWithQueues | undefined> {
+  return (await selectCredentialsWithQueues(db, [id])).get(id);
+}
+
+export type CredentialWithQueues = CredentialRow & { queues: QueueRow[] };
+
+/** The same for several credentials in one statement (credential-lookups.ts), by id. */
+export async function selectCredentialsWithQueues(db: Pool | Tx, ids: readonly string[]): Promise<Map<string, CredentialWithQueues>> {
   const [rows] = await db.query<(CredentialRow & { queue_id: string | null; queue_name: string | null } & RowDataPacket)[]>(
     `SELECT c.id, c.namespace_id, c.application_id, c.secret_digest, c.actions, c.revoked_at,
             q.id AS queue_id, q.name AS queue_name
        FROM credentials c
        LEFT JOIN credential_queues cq ON cq.credential_id = c.id
        LEFT JOIN queues q ON q.id = cq.queue_id
-      WHERE c.id = ?`,
-    [id],
+      WHERE c.id IN (?)`,
+    [ids],
   );
-  const first = rows[0];
-  if (!first) return undefined;
-  const queues = rows
-    .filter((r) => r.queue_id !== null)
-    .map((r) => ({ id: r.queue_id!, name: r.queue_name! }))
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return { id: first.id, namespace_id: first.namespace_id, application_id: first.application_id, secret_digest: first.secret_digest, actions: first.actions, revoked_at: first.revoked_at, queues };
+  const found = new Map<string, CredentialWithQueues>();
+  for (const r of rows) {
+    let c = found.get(r.id);
+    if (!c) {
+      c = { id: r.id, namespace_id: r.namespace_id, application_id: r.application_id, secret_digest: r.secret_digest, actions: r.actions, revoked_at: r.revoked_at, queues: [] };
+      found.set(r.id, c);
+    }
+    if (r.queue_id !== null) c.queues.push({ id: r.queue_id, name: r.queue_name! });
+  }
+  for (const c of found.values()) c.queues.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return found;
 }
 
 export interface QueueRow {
