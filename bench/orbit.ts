@@ -1,6 +1,7 @@
 // Orbit's own figures (issue 8): append, drain, commit-to-deliver latency, idle cost.
 // Every figure goes through real `orbit serve` processes over HTTP and WebSocket.
 import { randomBytes } from "node:crypto";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import mysql from "mysql2/promise";
 import { EventConnection, OrbitClient } from "../src/sdk/index.js";
 import { bootstrap, freshDatabase, dropDatabase, mariadbPid, perItem, rssMiB, startNode, withClaimStats, withCpu, withDbCounters, type BenchNode } from "./nodes.js";
@@ -268,7 +269,12 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500) {
     };
     const pids = { nodeA: a!.pid, nodeB: b!.pid, mariadb: mariadbPid() };
     const run = () => withDbCounters(o.mysqlUrl, () => withCpu(pids, async () => { await produce(); await settle(); }));
+    // The consumers share this process with the producers: a delivery waits here behind
+    // the producers' HTTP answers before it is timed. How long, is reported beside.
+    const loop = monitorEventLoopDelay({ resolution: 5 });
+    loop.enable();
     const claimsA = await withClaimStats(a!.url, () => withClaimStats(b!.url, run));
+    loop.disable();
     const { result: measured, counters } = claimsA.result.result;
     await Promise.all(conns.map((c) => c.close()));
     const stats = (xs: number[]) => {
@@ -285,6 +291,8 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500) {
       databasePerResult: perItem(counters, attempts.length),
       sameNode: { ...stats(same), claims: claimsA.claims },
       otherNode: { ...stats(other), claims: claimsA.result.claims },
+      // The benchmark's own event loop (producers and both consumers): its delay is part of every figure above.
+      benchLoopDelayMs: { p50: Math.round(loop.percentile(50) / 1e5) / 10, p99: Math.round(loop.percentile(99) / 1e5) / 10, max: Math.round(loop.max / 1e5) / 10 },
     };
   });
 }

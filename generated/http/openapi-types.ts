@@ -280,7 +280,7 @@ export interface paths {
         put?: never;
         /**
          * Finish an attempt
-         * @description RUNNING → SUCCEEDED, FAILED or NEEDS_REVIEW, with a result event. An attempt is stale once its task left RUNNING under it (completed, requeued, lease expired or cancelled). Sending the identical body again for a stale attempt answers 200 with the current task and writes nothing (Orbit's choice: this holds for :complete and :requeue alike, and only for the call that ended the attempt); anything else → 409 STATE_CONFLICT. An attempt of a queue outside the credential's scope → 404.
+         * @description RUNNING → SUCCEEDED, FAILED or NEEDS_REVIEW, with a result event. An attempt is stale once its task left RUNNING under it (completed, requeued, lease expired or cancelled). Sending the identical body again for a stale attempt answers 200 with the current task and writes nothing (Orbit's choice: this holds for :complete and :requeue alike, and only for the call that ended the attempt); anything else → 409 STATE_CONFLICT. An attempt of a queue outside the credential's scope → 404. A 200 is sent after the task change and its event are committed; under load a node commits the completions and requeues arriving together in one transaction, each answered as it would be alone, and a call answered 503 (deadline) committed nothing.
          */
         post: operations["completeAttempt"];
         delete?: never;
@@ -300,7 +300,7 @@ export interface paths {
         put?: never;
         /**
          * Give an attempt back (safe retry)
-         * @description RUNNING → QUEUED (a task.requeued event with reason WORKER_REQUEUED, which is never delivered to subscriptions); the worker asserts it had no effect. Orbit's choice: a requeue counts against the task's max_attempts like any attempt, so a task that has used its last attempt becomes FAILED instead (a task.failed event, reason ATTEMPTS_EXHAUSTED, effect_uncertain=false). Requeued tasks go to the back of the queue. An attempt is stale once its task left RUNNING under it (completed, requeued, lease expired or cancelled). Sending the identical body again for a stale attempt answers 200 with the current task and writes nothing (Orbit's choice: this holds for :complete and :requeue alike, and only for the call that ended the attempt); anything else → 409 STATE_CONFLICT. An attempt of a queue outside the credential's scope → 404.
+         * @description RUNNING → QUEUED (a task.requeued event with reason WORKER_REQUEUED, which is never delivered to subscriptions); the worker asserts it had no effect. Orbit's choice: a requeue counts against the task's max_attempts like any attempt, so a task that has used its last attempt becomes FAILED instead (a task.failed event, reason ATTEMPTS_EXHAUSTED, effect_uncertain=false). Requeued tasks go to the back of the queue. An attempt is stale once its task left RUNNING under it (completed, requeued, lease expired or cancelled). Sending the identical body again for a stale attempt answers 200 with the current task and writes nothing (Orbit's choice: this holds for :complete and :requeue alike, and only for the call that ended the attempt); anything else → 409 STATE_CONFLICT. An attempt of a queue outside the credential's scope → 404. Committed like :complete (alone, or with the calls arriving together), and answered after the commit.
          */
         post: operations["requeueAttempt"];
         delete?: never;
