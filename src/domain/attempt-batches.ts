@@ -100,6 +100,7 @@ export class AttemptBatches {
   }
 
   private async alone(w: Waiting): Promise<void> {
+    if (w.signal.aborted) return w.reject(unavailable());
     try {
       const [outcome] = await withTransaction(this.pool, (tx) => endAttemptCalls(tx, [w.input]), w.signal, ISOLATION);
       this.settle([w], [outcome!]);

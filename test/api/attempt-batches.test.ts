@@ -199,4 +199,89 @@ describe("worker calls committed in batches", () => {
       await node.stop();
     }
   });
+
+  it("commits none of a batch whose node is killed inside it; the workers' retries on another node succeed once", async () => {
+    const node = await startNode(db.url);
+    const t = await running(client(node.url, cred.token), 5);
+    const completeOn = (n: OrbitNode, i: number) =>
+      client(n.url, cred.token).post(`/v1/worker/attempts/${t[i]!.attemptId}:complete`, { outcome: "succeeded" }, null);
+    const slots = await lockTasks([t[0]!.taskId, t[1]!.taskId]);
+    const late = await lockTasks([t[4]!.taskId]);
+    try {
+      const held = [completeOn(node, 0)];
+      await waitFor("the first batch to wait", async () => (await lockWaits()) === 1);
+      held.push(completeOn(node, 1));
+      await waitFor("the second batch to wait", async () => (await lockWaits()) === 2);
+      const lost = [2, 3, 4].map((i) => completeOn(node, i).then((r) => r.status, () => "no answer"));
+      await waitFor("three calls to wait for a batch", async () => (await waiting(node)) === 3);
+      await slots.query("COMMIT");
+      for (const r of await Promise.all(held)) assert.equal(r.status, 200, r.text);
+      // The batch of the three has begun and waits on the last one's task: kill it there.
+      await waitFor("the batch of three to wait", async () => (await lockWaits()) === 1);
+      await node.stop("SIGKILL");
+      assert.deepEqual(await Promise.all(lost), ["no answer", "no answer", "no answer"]);
+    } finally {
+      await slots.end();
+      await late.query("COMMIT");
+      await late.end();
+      await node.stop("SIGKILL");
+    }
+    for (const i of [2, 3, 4]) assert.deepEqual(await taskRow(t[i]!.taskId), { state: "RUNNING", revision: "2", ended_by: null }, `task ${i} unchanged`);
+
+    const again = await startNode(db.url);
+    try {
+      for (const i of [2, 3, 4]) {
+        const res = await completeOn(again, i);
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.json.data.task.state, "SUCCEEDED");
+      }
+    } finally {
+      await again.stop();
+    }
+    await waitSequenced(db, cred.namespace_id);
+    const mine = new Set(t.map((x) => x.taskId));
+    const events = (await readLog(db, cred.namespace_id)).events.filter((e) => mine.has(e.aggregate_id));
+    assert.deepEqual(events.map((e) => e.aggregate_id).sort(), t.map((x) => x.taskId).sort(), "one event per task");
+  });
+
+  it("leaves every task either completed with its one event or untouched when its node is killed under load", async () => {
+    const node = await startNode(db.url);
+    const t = await running(client(node.url, cred.token), 80);
+    const api = client(node.url, cred.token);
+    // 16 workers completing as fast as they can: batches form; the kill lands somewhere in them.
+    let next = 0;
+    const workers = Array.from({ length: 16 }, async () => {
+      while (next < t.length) {
+        const i = next++;
+        await api.post(`/v1/worker/attempts/${t[i]!.attemptId}:complete`, { outcome: "succeeded" }, null).catch(() => undefined);
+      }
+    });
+    await waitFor("some completions", async () => next >= 30);
+    await node.stop("SIGKILL");
+    await Promise.all(workers);
+    const again = await startNode(db.url);
+    try {
+      await waitSequenced(db, cred.namespace_id); // what the dead node committed, numbered by this one's sweep
+      const c = await db.connect();
+      const [rows] = await c.query<any[]>(
+        `SELECT t.id, t.state, a.ended_by, (SELECT COUNT(*) FROM result_events e WHERE e.aggregate_id = t.id) AS events
+           FROM tasks t JOIN task_attempts a ON a.task_id = t.id WHERE t.id IN (?)`,
+        [t.map((x) => x.taskId)],
+      );
+      await c.end();
+      const done = rows.filter((r) => r.state === "SUCCEEDED");
+      assert.ok(done.length > 0 && done.length < t.length, `the kill came mid-run (${done.length} of ${t.length} done)`);
+      for (const r of rows) {
+        const state = r.state === "SUCCEEDED" ? [r.ended_by, Number(r.events)] : [r.state, r.ended_by, Number(r.events)];
+        assert.deepEqual(state, r.state === "SUCCEEDED" ? ["complete", 1] : ["RUNNING", null, 0], `task ${r.id}: all of its completion or none`);
+      }
+      // The workers retry what got no answer: each completes once more at most.
+      for (const x of t) assert.equal((await client(again.url, cred.token).post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded" }, null)).status, 200);
+      await waitSequenced(db, cred.namespace_id);
+      const events = (await readLog(db, cred.namespace_id)).events.filter((e) => t.some((x) => x.taskId === e.aggregate_id));
+      assert.equal(events.length, t.length, "one event per task");
+    } finally {
+      await again.stop();
+    }
+  });
 });
