@@ -18,7 +18,7 @@
 // ~6,300/s for 16 connections). The sequencer runs READ COMMITTED so its scan takes no
 // gap locks that would block producers' inserts.
 import type { Pool, Tx } from "../db/types.js";
-import { defer, queryAll, withTransaction, type Statement } from "../db/tx.js";
+import { queryAll, withTransaction, type Statement } from "../db/tx.js";
 import type { RowDataPacket } from "mysql2/promise";
 import {
   assignSequences, deleteEventsUpTo, insertEventStatement, lockStreamStatement, raiseBoundary, selectEvents, selectFirstSequenceSince,
@@ -78,8 +78,7 @@ export interface ResultEventWire<T extends EventType = ResultEventType> {
   snapshot: Snapshot;
 }
 
-/** Appends an event inside the caller's transaction; returns its id. */
-/** The INSERT that appends `e` (unnumbered), for a caller that sends it with others. */
+/** The INSERT that appends `e` (unnumbered) inside the caller's transaction, for it to send with its other writes. */
 export function appendEventStatement(e: NewEvent): Statement {
   return insertEventStatement({
     id: newId(),

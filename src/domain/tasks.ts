@@ -15,10 +15,9 @@ export interface TaskReceipt {
   task: TaskWire;
 }
 
-/** What a write did besides its receipt: whether the log has new events, which queue got work. */
+/** What a write did besides its receipt: whether the log has new events. */
 export interface WriteEffects {
   appended: boolean;
-  requeuedQueue?: string;
 }
 
 /** A task visible to the caller: its queue is in the credential's scope. Else 404. */

@@ -139,23 +139,16 @@ export function endAttemptStatement(id: string, endedBy: string, body: string | 
   };
 }
 
-/**
- * Takes an attempt id; returns the attempt and its task in one round trip, both rows
- * locked when `lock` (a completion serialises on the task).
- */
-export async function selectAttemptWithTask(db: Pool | Tx, attemptId: string, lock = false): Promise<AttemptWithTask | undefined> {
-  return (await selectAttemptsWithTasks(db, [attemptId], lock)).get(attemptId);
-}
-
 export interface AttemptWithTask {
   attempt: AttemptRow;
   task: TaskRow;
 }
 
 /**
- * The same for several attempts in one statement (a batch of completions, worker.ts), by
- * attempt id. By primary key only: on a small table the optimiser may prefer a scan for
- * an IN list, and a locking scan would lock every attempt.
+ * Takes attempt ids; returns each attempt with its task in one statement (a batch of
+ * completions, worker.ts), by attempt id, both rows locked when `lock` (a completion
+ * serialises on the task). By primary key only: on a small table the optimiser may
+ * prefer a scan for an IN list, and a locking scan would lock every attempt.
  */
 export async function selectAttemptsWithTasks(db: Pool | Tx, attemptIds: readonly string[], lock = false): Promise<Map<string, AttemptWithTask>> {
   const [rows] = await db.query<RowDataPacket[]>(
