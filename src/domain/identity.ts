@@ -4,6 +4,7 @@
 // constant time. The caller — namespace, application, credential, actions, queue scope —
 // is resolved from the token alone.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { newHexId } from "../wire/ids.js";
 import type { Pool } from "../db/types.js";
 import { selectCredentialWithQueues } from "../db/queries/identity.js";
 import { CredentialLookups } from "./credential-lookups.js";
@@ -36,9 +37,8 @@ export interface Caller {
 const SECRET_BYTES = 32;
 const TOKEN_RE = /^orbit_([0-9a-f]{32})_([A-Za-z0-9_-]{43})$/;
 
-export function newId(): string {
-  return randomBytes(16).toString("hex");
-}
+/** A new entity id (32 lowercase hex, wire/ids.ts). */
+export const newId = newHexId;
 
 export function digestSecret(secret: Buffer): Buffer {
   return createHash("sha256").update(secret).digest();

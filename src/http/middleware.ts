@@ -1,6 +1,6 @@
 // The middleware that wraps every request, registered first so that it sees every
 // response: request id and no-store headers, the error envelope, the access log line.
-import { randomBytes } from "node:crypto";
+import { newHexId } from "../wire/ids.js";
 import type { IncomingMessage } from "node:http";
 import type { Context, Next } from "koa";
 import { MAX_BODY_BYTES } from "../config/limits.js";
@@ -27,7 +27,7 @@ export function requestContext(log: Logger) {
     const started = process.hrtime.bigint();
     const offered = ctx.get("x-request-id");
     // A caller (or its load balancer) may pass its own id for tracing, if it has our shape.
-    const requestId = REQUEST_ID_RE.test(offered) ? offered : randomBytes(16).toString("hex");
+    const requestId = REQUEST_ID_RE.test(offered) ? offered : newHexId();
     ctx.state.requestId = requestId;
     ctx.set("X-Request-ID", requestId);
     ctx.set("Cache-Control", "no-store");

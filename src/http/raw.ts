@@ -1,13 +1,13 @@
 // Error responses written straight to a socket, for the paths Koa never sees: rejected
 // WebSocket upgrades and requests Node could not parse. Same envelope, same headers.
-import { randomBytes } from "node:crypto";
+import { newHexId } from "../wire/ids.js";
 import { STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
 import { failure } from "./envelope.js";
 
 export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string): string {
-  const id = requestId ?? randomBytes(16).toString("hex");
+  const id = requestId ?? newHexId();
   const status = ERROR_CATALOGUE[code].status;
   const body = JSON.stringify(failure(id, code, new OrbitError(code).message));
   const headers: Record<string, string> = {

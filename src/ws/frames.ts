@@ -3,7 +3,7 @@
 // message_id, the keys each type may carry), then the generated clientFrame validator.
 // An envelope failure closes the connection with 1008; a body failure gets an
 // INVALID_ARGUMENT error frame (spec §7 table).
-import { randomBytes } from "node:crypto";
+import { newHexId } from "../wire/ids.js";
 import * as frameValidators from "../../generated/ws/validators.js";
 import type { ClientFrame, EventAck, EventsHello, EventsPing } from "../../generated/ws/frames.js";
 import { MAX_JSON_DEPTH } from "../config/limits.js";
@@ -63,7 +63,7 @@ export const isHello = (f: ClientFrame): f is EventsHello => f.type === "events.
 export const isPing = (f: ClientFrame): f is EventsPing => f.type === "events.ping";
 export const isAck = (f: ClientFrame): f is EventAck => f.type === "event.ack";
 
-const messageId = (): string => randomBytes(16).toString("hex");
+const messageId = newHexId;
 
 const base = (type: string) => ({ protocol_version: "1" as const, type, message_id: messageId() });
 

@@ -17,7 +17,7 @@ import { AckBatcher } from "./ack-batcher.js";
 import { ClaimScheduler } from "./claim-scheduler.js";
 import { CLOSE, EventConnection } from "./connection.js";
 import { checkOrigin, checkHandshake, SUBPROTOCOL } from "./guard.js";
-import { randomBytes } from "node:crypto";
+import { newHexId } from "../wire/ids.js";
 import * as metrics from "../metrics.js";
 
 /**
@@ -91,7 +91,7 @@ export class EventHub {
         return writeRawError(socket, "CAPACITY_EXCEEDED", { "Retry-After": "1" });
       }
       if (this.closing) return writeRawError(socket, "UNAVAILABLE", { "Retry-After": "1" });
-      (req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId = randomBytes(16).toString("hex");
+      (req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId = newHexId();
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         const conn = new EventConnection(ws, caller, authorization![0]!, {
           ...this.deps,
