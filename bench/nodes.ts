@@ -19,7 +19,10 @@ export async function freshDatabase(server: string, name: string): Promise<strin
   const c = await mysql.createConnection({ uri: server });
   await c.query(`DROP DATABASE IF EXISTS \`${name}\``);
   await c.end();
-  return `${server}/${name}`;
+  // Through URL, so that a query (e.g. ?socketPath=/run/mysqld/mysqld.sock) stays a query.
+  const url = new URL(server);
+  url.pathname = `/${name}`;
+  return url.toString();
 }
 
 export async function dropDatabase(server: string, name: string): Promise<void> {

@@ -6,6 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import WebSocket from "ws";
+import { corkForTurn } from "./cork.js";
 import * as frameValidators from "../../generated/ws/validators.js";
 import type { AckReceipt, ClientFrame, EventDeliver, EventsWelcome, PingReply, ServerFrame } from "../../generated/ws/frames.js";
 import type { ErrorCode, EventDelivery, ResultEvent } from "./types.js";
@@ -220,6 +221,7 @@ function opened(ws: WebSocket): Promise<void> {
 function send(ws: WebSocket, frame: ClientFrame): void {
   // Validate what we send: a frame the contract does not allow is a bug here, not there.
   if (!validClient(frame)) throw new OrbitEventError("PROTOCOL_ERROR", `refusing to send an invalid ${frame.type} frame`);
+  corkForTurn(ws);
   ws.send(JSON.stringify(frame));
 }
 

@@ -67,7 +67,10 @@ export function claimStateStatement(id: string, q: { now: Date; readyUpTo: numbe
   // The @orbit_* session variables carry the locked row's values to the statements after
   // it in the same round trip (materialiseStatements): each is assigned once, from its
   // own expression. (MySQL 8 warns that assignments in SELECT are deprecated; MariaDB
-  // does not.)
+  // does not.) Each subquery of deliveries names its index: the optimizer otherwise
+  // estimates every index on (subscription_id, state, …) — 5 of them — for each one, on
+  // every claim. Measured uncontended with a backlog to count: 0.53 ms instead of 0.62
+  // above an empty statement's round trip.
   return {
     sql: `SELECT s.id, @orbit_namespace := s.namespace_id AS namespace_id, s.application_id, s.credential_id,
             @orbit_queue := s.queue_id AS queue_id, s.name, s.revision, @orbit_enabled := s.enabled AS enabled,
@@ -77,13 +80,13 @@ export function claimStateStatement(id: string, q: { now: Date; readyUpTo: numbe
             COALESCE((SELECT c.revoked_at IS NOT NULL FROM credentials c WHERE c.id = s.credential_id), 1) AS credential_revoked,
             @orbit_head := COALESCE((SELECT n.head_sequence FROM namespace_streams n WHERE n.namespace_id = s.namespace_id), 0) AS head_sequence,
             @orbit_boundary := COALESCE((SELECT n.retention_boundary FROM namespace_streams n WHERE n.namespace_id = s.namespace_id), 0) AS retention_boundary,
-            EXISTS (SELECT 1 FROM deliveries d WHERE d.subscription_id = s.id AND d.state = 'LEASED' AND d.lease_until < ?) AS lease_expired,
+            EXISTS (SELECT 1 FROM deliveries d FORCE INDEX (deliveries_expiry) WHERE d.subscription_id = s.id AND d.state = 'LEASED' AND d.lease_until < ?) AS lease_expired,
             @orbit_backlog := CASE WHEN s.cursor_sequence < (SELECT n.head_sequence FROM namespace_streams n WHERE n.namespace_id = s.namespace_id)
-                  AND (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries r WHERE r.subscription_id = ? AND r.state = 'PENDING' LIMIT ?) ready) < ?
-                 THEN (SELECT COUNT(*) FROM deliveries b WHERE b.subscription_id = s.id AND b.state IN ('PENDING', 'LEASED', 'EXPIRED'))
+                  AND (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries r FORCE INDEX (deliveries_claim) WHERE r.subscription_id = ? AND r.state = 'PENDING' LIMIT ?) ready) < ?
+                 THEN (SELECT COUNT(*) FROM deliveries b FORCE INDEX (deliveries_claim) WHERE b.subscription_id = s.id AND b.state IN ('PENDING', 'LEASED', 'EXPIRED'))
             END AS backlog,
             (SELECT GROUP_CONCAT(h.session_id, ':', h.n) FROM
-              (SELECT session_id, COUNT(*) AS n FROM deliveries WHERE session_id IN (?) AND state = 'LEASED' GROUP BY session_id) h) AS held
+              (SELECT session_id, COUNT(*) AS n FROM deliveries FORCE INDEX (deliveries_session) WHERE session_id IN (?) AND state = 'LEASED' GROUP BY session_id) h) AS held
        FROM subscriptions s WHERE s.id = ? FOR UPDATE`,
     params: [q.now, id, q.readyUpTo, q.readyUpTo, q.sessionIds, id],
   };
