@@ -120,7 +120,10 @@ const MATERIALISE = `@orbit_backlog IS NOT NULL AND @orbit_enabled AND @orbit_cu
  *    READ COMMITTED the SELECT part is a consistent read: it locks no result_events rows.
  * 2. The cursor moves to the head when the page was not full, else to the newest
  *    materialised delivery's sequence — never past an event not materialised (ROW_COUNT()
- *    of the INSERT just before).
+ *    of the INSERT just before). A full page inserted at least one row, and every earlier
+ *    delivery has a sequence at most the old cursor: the newest is the subscription's
+ *    newest PENDING one, one index lookup (the newest of all its deliveries read them all,
+ *    4-5 ms at 1,000 — once per 1,000 materialised in a drain).
  *
  * The range bounds are session variables, constants to the optimizer: the scan stops at
  * the LIMIT (a join to the subscription row instead read the whole range and sorted it).
@@ -143,7 +146,8 @@ export function materialiseStatements(subscriptionId: string, now: Date): Statem
     {
       sql: `UPDATE subscriptions
                SET cursor_sequence = IF(ROW_COUNT() < @orbit_max_pending - @orbit_backlog, @orbit_head,
-                                        (SELECT MAX(sequence) FROM deliveries WHERE subscription_id = ?))
+                                        (SELECT MAX(sequence) FROM deliveries FORCE INDEX (deliveries_claim)
+                                          WHERE subscription_id = ? AND state = 'PENDING'))
              WHERE id = ? AND ${MATERIALISE}`,
       params: [subscriptionId, subscriptionId],
     },
