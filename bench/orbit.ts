@@ -4,6 +4,8 @@ import { randomBytes } from "node:crypto";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import mysql from "mysql2/promise";
 import { EventConnection, OrbitClient } from "../src/sdk/index.js";
+import { createPool } from "../src/db/pool.js";
+import { claim, ENGINE_SESSION } from "../src/domain/delivery-engine.js";
 import { bootstrap, freshDatabase, dropDatabase, mariadbPid, perItem, rssMiB, startNode, withClaimStats, withCpu, withDbCounters, type BenchNode } from "./nodes.js";
 
 export interface OrbitBenchOptions {
@@ -199,6 +201,62 @@ export async function measureScaling(o: OrbitBenchOptions) {
       out.push({ ...p, deliveriesPerSec: total / (Number(process.hrtime.bigint() - t0) / 1e9), claims: r.claims });
     }
     return { deliveries: total, points: out };
+  });
+}
+
+/**
+ * orbit.claim: the claim on its own, on an otherwise idle machine — the floor under
+ * orbit.drain's one subscription. The spec allows one claim in flight per application and
+ * a claim gives a connection at most its 8 free write slots, so 4 connections take at most
+ * 32 per claim and drain at most 32 / (claim + the frames' turn) per second, however fast
+ * the rest is. Measured in this process against the database directly (the
+ * engine's own claim(), its own pool settings), one subscription per round with 1,000
+ * results: the first claim also materialises the 1,000 (timed apart), then claims of
+ * 4 seats × 8 until the backlog is gone; between claims the leases are ACKed by a plain
+ * UPDATE, outside the timing, so every seat has room again.
+ */
+export async function measureClaimFloor(o: OrbitBenchOptions) {
+  const rounds = o.quick ? 3 : 8;
+  return withNodes(o, "claim", 1, async (db, [node]) => {
+    const claimPool = createPool(db, 1, ENGINE_SESSION);
+    const admin = await mysql.createConnection({ uri: db });
+    const seats = Array.from({ length: 4 }, () => ({ sessionId: id(), capacity: 32, maxLeases: 8 }));
+    const full: number[] = [];
+    const materialising: number[] = [];
+    try {
+      for (let r = 0; r < rounds; r++) {
+        const cred = bootstrap(db, `claim${r}`, "claim", ["q"]);
+        const client = new OrbitClient({ baseUrl: node!.url, token: cred.token });
+        const sub = await client.createSubscription(`claim-${r}`, { name: `claim-${r}`, queue_id: cred.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
+        await seedBacklog(db, cred.namespace_id, [cred.queues[0]!.id], 1000);
+        for (let k = 0; ; k++) {
+          await admin.query("UPDATE deliveries SET state = 'ACKED', acknowledged_at = NOW(3), lease_until = NULL, session_id = NULL WHERE subscription_id = ? AND state = 'LEASED'", [sub.subscription.id]);
+          const t0 = performance.now();
+          const out = await claim(claimPool, { subscriptionId: sub.subscription.id, leaseDurationMs: 30_000, seats });
+          const ms = performance.now() - t0;
+          const leased = out.seats.reduce((n, seat) => n + seat.leases.length, 0);
+          if (k === 0) materialising.push(ms);
+          else if (leased === 32) full.push(ms);
+          if (leased < 32) break;
+        }
+      }
+    } finally {
+      await claimPool.end();
+      await admin.end();
+    }
+    const sorted = [...full].sort((a, b) => a - b);
+    const mean = full.reduce((a, b) => a + b, 0) / full.length;
+    const round2 = (x: number) => Math.round(x * 100) / 100;
+    return {
+      claims: full.length,
+      leasesPerClaim: 32,
+      p50Ms: round2(percentile(sorted, 50)),
+      meanMs: round2(mean),
+      p90Ms: round2(percentile(sorted, 90)),
+      materialisingClaimMs: round2(materialising.reduce((a, b) => a + b, 0) / materialising.length),
+      /** 32 per claim, one claim at a time, nothing else on the machine: the 4 × 32 drain cannot pass this. */
+      drainCeilingPerSec: Math.round((32 * 1000) / mean),
+    };
   });
 }
 

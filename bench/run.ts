@@ -6,7 +6,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { measureDbCommit, measureDbCycle8 } from "./db.js";
 import { measureJetStream } from "./jetstream.js";
-import { measureAppend, measureDrain, measureIdle, measureLatency, measureScaling } from "./orbit.js";
+import { measureAppend, measureClaimFloor, measureDrain, measureIdle, measureLatency, measureScaling } from "./orbit.js";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean" }, only: { type: "string" } }, strict: true });
 const o = { quick: values.quick === true, mysqlUrl: process.env.ORBIT_BENCH_MYSQL ?? "mysql://root@127.0.0.1:3306" };
@@ -32,6 +32,7 @@ const jet = await step("peer.jetstream", () => measureJetStream(o));
 const append = await step("orbit.append", () => measureAppend(o));
 const drain = await step("orbit.drain", () => measureDrain(o));
 const scaling = await step("orbit.scaling", () => measureScaling(o));
+const claimFloor = await step("orbit.claim", () => measureClaimFloor(o));
 const latency = await step("orbit.latency", () => measureLatency(o));
 // Below the machine's capacity: 500/s with two consumers is more than a 2-core machine of
 // this kind keeps up with (the achieved rate says so); this point shows the latency there.
@@ -74,6 +75,13 @@ const rows: [string, string, string][] = [
 ];
 for (const p of scaling?.points ?? []) {
   rows.push([`orbit.scaling ${p.consumers} × capacity ${p.capacity}`, `${f(p.deliveriesPerSec)} deliveries/s`, `${f(p.claims.meanLeases, 1)} per claim, ${f(p.claims.meanMs, 1)} ms each`]);
+}
+if (claimFloor) {
+  rows.push([
+    "orbit.claim (4 × 8, idle machine)",
+    `${f(claimFloor.meanMs, 1)} ms per claim of 32`,
+    `p50 ${f(claimFloor.p50Ms, 1)}, p90 ${f(claimFloor.p90Ms, 1)} ms; ceiling of a 4-connection drain ${f(claimFloor.drainCeilingPerSec)}/s; materialising 1,000: ${f(claimFloor.materialisingClaimMs)} ms`,
+  ]);
 }
 for (const [name, r] of Object.entries(ratios)) rows.push([name, f(r.value, 2), `goal ${r.goal}`]);
 const w = [Math.max(...rows.map((r) => r[0].length)), Math.max(...rows.map((r) => r[1].length))];
