@@ -262,6 +262,28 @@ describe("deliveries", function () {
     }
   });
 
+  it("materialises news in the claim that finds it, also right after a claim that had nothing to materialise", async () => {
+    // The engine leaves the materialising statements out of a claim's first round trip
+    // when the subscription's last claim had nothing to materialise (a hint); the claim
+    // that then finds news must still materialise it itself, alongside lease recovery.
+    const s = await subscription({ from_sequence: null, max_attempts: 5 });
+    await results(3);
+    const first = await claimOne(pool, session(s.id, 3, 300));
+    assert.equal(first.leases.length, 3);
+    assert.equal((await claimOne(pool, session(s.id, 4))).leases.length, 0, "nothing new, nothing ready");
+    await results(2);
+    await sleep(400); // the 3 leases ran out
+    const next = await claimOne(pool, session(s.id, 10));
+    const sequences = next.leases.map((l) => BigInt(l.delivery.sequence));
+    assert.equal(sequences.length, 5, "the 3 recovered and the 2 new, in one claim");
+    assert.deepEqual(next.leases.slice(0, 3).map((l) => l.delivery.id), first.leases.map((l) => l.delivery.id), "recovered, oldest first");
+    assert.deepEqual([...sequences].sort((a, b) => (a < b ? -1 : 1)), sequences);
+    const after = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
+    assert.equal(after.pending_count, 5);
+    const [[head]] = (await pool.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id])) as any;
+    assert.equal(after.cursor_sequence, String(head.head_sequence));
+  });
+
   it("caps the cumulative attempt budget at 1000000", async () => {
     const s = await subscription({ max_attempts: 1, max_pending: 1 });
     const first = (await claimOne(pool, session(s.id, 1, 100))).leases[0]!;
