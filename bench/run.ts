@@ -5,6 +5,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { measureDbCommit, measureDbCycle8 } from "./db.js";
+import { measureHttpFloor } from "./http-floor.js";
 import { measureJetStream } from "./jetstream.js";
 import { measureAppend, measureClaimFloor, measureDrain, measureIdle, measureLatency, measureScaling } from "./orbit.js";
 
@@ -28,6 +29,8 @@ async function step<T>(name: string, fn: () => Promise<T>): Promise<T | undefine
 
 const commit = await step("db.commit", () => measureDbCommit(o));
 const cycle8 = await step("db.cycle8", () => measureDbCycle8(o));
+// What one HTTP request per result leaves of db.commit on this machine (append's bound).
+const httpFloor = await step("floor.http", () => measureHttpFloor(o));
 const jet = await step("peer.jetstream", () => measureJetStream(o));
 const append = await step("orbit.append", () => measureAppend(o));
 const drain = await step("orbit.drain", () => measureDrain(o));
@@ -51,6 +54,13 @@ const ratios = {
   "orbit.append / db.commit": { value: ratio(num(append?.resultsPerSec), commitRate), goal: ">= 0.5" },
 };
 results.ratios = ratios;
+// Not goals: how far the append goal is from what any one-request-per-result service gets here.
+const floorRate = num(httpFloor?.withCommit.requestsPerSec);
+const bounds = {
+  "floor.http / db.commit": ratio(floorRate, commitRate),
+  "orbit.append / floor.http": ratio(num(append?.resultsPerSec), floorRate),
+};
+results.bounds = bounds;
 results.goals = {
   "latency p99 same node (ms)": { value: latency?.sameNode.p99Ms, goal: "<= 50" },
   "latency p99 other node (ms)": { value: latency?.otherNode.p99Ms, goal: "<= 1000" },
@@ -63,6 +73,7 @@ const f = (x: unknown, digits = 0) => (typeof x === "number" && Number.isFinite(
 const rows: [string, string, string][] = [
   ["db.commit (16 conns)", `${f(commitRate)} commits/s`, ""],
   ["db.cycle8 (16 conns, 8 per tx)", `${f(cycleRate)} deliveries/s`, ""],
+  ["floor.http (16 workers, 1 commit each)", `${f(floorRate)} requests/s`, `answer only ${f(httpFloor?.answerOnly.requestsPerSec)}/s; ${cpuLine(httpFloor?.withCommit.cpu)}`],
   ["peer.jetstream (20k, 64 in flight)", jetRate === undefined ? `skipped` : `${f(jetRate)} msgs/s`, ""],
   ["orbit.append (16 workers, complete only)", `${f(append?.resultsPerSec)} results/s`, `submit→claim→complete ${f(append?.submitClaimCompletePerSec)}/s`],
   ["orbit.drain (1 sub, 4 × 32)", `${f(drainRate)} deliveries/s`, `${cpuLine(drain?.oneSubscription.cpu)}; ${claimLine(drain?.oneSubscription.claims)}`],
@@ -84,6 +95,7 @@ if (claimFloor) {
   ]);
 }
 for (const [name, r] of Object.entries(ratios)) rows.push([name, f(r.value, 2), `goal ${r.goal}`]);
+for (const [name, v] of Object.entries(bounds)) rows.push([name, f(v, 2), "(bound, not a goal)"]);
 const w = [Math.max(...rows.map((r) => r[0].length)), Math.max(...rows.map((r) => r[1].length))];
 process.stdout.write(`\nOrbit benchmark (${o.quick ? "quick" : "full"}, ${f(results.seconds)} s)\n`);
 for (const [a, b, c] of rows) process.stdout.write(`  ${a.padEnd(w[0]!)}  ${b.padEnd(w[1]!)}  ${c}\n`);
