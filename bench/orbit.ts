@@ -1,11 +1,11 @@
 // Orbit's own figures (issue 8): append, drain, commit-to-deliver latency, idle cost.
 // Every figure goes through real `orbit serve` processes over HTTP and WebSocket.
-import { randomBytes } from "node:crypto";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import mysql from "mysql2/promise";
 import { EventConnection, OrbitClient } from "../src/sdk/index.js";
 import { createPool } from "../src/db/pool.js";
 import { claim, ENGINE_SESSION } from "../src/domain/delivery-engine.js";
+import { newRowId } from "../src/wire/ids.js";
 import { bootstrap, freshDatabase, dropDatabase, mariadbPid, perItem, rssMiB, startNode, withClaimStats, withCpu, withDbCounters, type BenchNode } from "./nodes.js";
 
 export interface OrbitBenchOptions {
@@ -13,7 +13,8 @@ export interface OrbitBenchOptions {
   readonly mysqlUrl: string;
 }
 
-const id = () => randomBytes(16).toString("hex");
+// Ids as Orbit makes them (time first, wire/ids.ts), so the seeded backlog indexes like a real one.
+const id = () => newRowId();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function percentile(sorted: number[], p: number): number {

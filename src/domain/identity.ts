@@ -4,7 +4,7 @@
 // constant time. The caller — namespace, application, credential, actions, queue scope —
 // is resolved from the token alone.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { newHexId } from "../wire/ids.js";
+import { newRowId } from "../wire/ids.js";
 import type { Pool } from "../db/types.js";
 import { selectCredentialWithQueues } from "../db/queries/identity.js";
 import { CredentialLookups } from "./credential-lookups.js";
@@ -37,8 +37,8 @@ export interface Caller {
 const SECRET_BYTES = 32;
 const TOKEN_RE = /^orbit_([0-9a-f]{32})_([A-Za-z0-9_-]{43})$/;
 
-/** A new entity id (32 lowercase hex, wire/ids.ts). */
-export const newId = newHexId;
+/** A new entity id: 32 lowercase hex, time first (wire/ids.ts newRowId). */
+export const newId = (): string => newRowId();
 
 export function digestSecret(secret: Buffer): Buffer {
   return createHash("sha256").update(secret).digest();

@@ -1,9 +1,29 @@
-// Ids on the wire and in the database: 32 lowercase hex characters of 16 random bytes
-// (entities, sessions, request and message ids). Ids are names, not secrets; lease
-// secrets and tokens take their own randomBytes. (A pooled buffer refilled 256 ids at a
-// time was tried: no difference in orbit.append over 3 alternating runs.)
+// Ids on the wire and in the database: 32 lowercase hex characters. Ids are names, not
+// secrets; lease secrets and tokens take their own randomBytes. (A pooled buffer refilled
+// 256 ids at a time was tried: no difference in orbit.append over 3 alternating runs.)
 import { randomBytes } from "node:crypto";
 
+/** 16 random bytes: request and message ids, which nothing stores as a key. */
 export function newHexId(): string {
   return randomBytes(16).toString("hex");
+}
+
+/**
+ * A row's id (entities, sessions): the creating clock's milliseconds in the first 12 hex
+ * characters, then 80 random bits. They are InnoDB primary keys, and every secondary index
+ * ends with the primary key: random keys put each insert on a random page of every index
+ * of the table, time-ordered keys put them at its end. Measured on copies of `deliveries`
+ * (all 7 secondary indexes): materialising 1,000 rows 30 instead of 33 ms with 20,000 rows
+ * in the table, 32 instead of 134 ms with 200,000 (past the 128 MiB buffer pool), where a
+ * lease and ACK of 32 also took 4.4 instead of 6.1 ms — deliveries, like audit records,
+ * are kept, so tables grow past the pool. 80 bits stay unguessable; the time an id shows
+ * is its row's created_at, which the API shows anyway.
+ */
+export function newRowId(now: number = Date.now()): string {
+  return rowIdPrefix(now) + randomBytes(10).toString("hex");
+}
+
+/** The time part of a row id, for SQL that makes ids itself (materialising). */
+export function rowIdPrefix(now: number): string {
+  return Math.floor(now).toString(16).padStart(12, "0");
 }

@@ -8,4 +8,4 @@ export { parseUint64, isUint64, formatUint64, UINT64_MAX } from "./uint64.js";
 export { decodeBase64urlCanonical, encodeBase64url } from "./base64url.js";
 export { parseQuery } from "./query.js";
 export { formatTimestamp, isTimestamp } from "./time.js";
-export { newHexId } from "./ids.js";
+export { newHexId, newRowId, rowIdPrefix } from "./ids.js";

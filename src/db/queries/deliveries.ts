@@ -4,6 +4,7 @@ import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
 import type { EventRow } from "./result-log.js";
 import { queryAll, type Statement } from "../tx.js";
+import { rowIdPrefix } from "../../wire/ids.js";
 
 export type DeliveryState = "PENDING" | "LEASED" | "ACKED" | "EXPIRED";
 
@@ -112,10 +113,11 @@ const MATERIALISE = `@orbit_backlog IS NOT NULL AND @orbit_enabled AND @orbit_cu
  * locked the subscription and left its values in @orbit_* session variables
  * (resetClaimState before it: a missing row leaves nothing from an earlier claim).
  *
- * 1. PENDING deliveries (revision 1, epoch 0, no attempts yet, a fresh random id each) for
- *    the next matching events after the cursor up to the committed head, at most the room
- *    max_pending leaves, in sequence order. Nothing when the claim state says not to —
- *    no news, enough ready, paused, or purged history (the caller then fails with
+ * 1. PENDING deliveries (revision 1, epoch 0, no attempts yet, a fresh id each, time first
+ *    as wire/ids.ts newRowId makes them) for the next matching events after the cursor up
+ *    to the committed head, at most the room max_pending leaves, in sequence order.
+ *    Nothing when the claim state says not to — no news, enough ready, paused, or
+ *    purged history (the caller then fails with
  *    EVENT_HISTORY_EXPIRED): the range's upper bound is then 0, so no row is read. Under
  *    READ COMMITTED the SELECT part is a consistent read: it locks no result_events rows.
  * 2. The cursor moves to the head when the page was not full, else to the newest
@@ -133,7 +135,7 @@ export function materialiseStatements(subscriptionId: string, now: Date): Statem
     {
       sql: `INSERT INTO deliveries (id, subscription_id, event_id, sequence, revision, state, created_at, available_at,
                                lease_epoch, attempts, attempt_budget)
-       SELECT LOWER(HEX(RANDOM_BYTES(16))), ?, x.id, x.sequence, 1, 'PENDING', ?, ?, 0, 0, @orbit_budget
+       SELECT CONCAT(?, LOWER(HEX(RANDOM_BYTES(10)))), ?, x.id, x.sequence, 1, 'PENDING', ?, ?, 0, 0, @orbit_budget
          FROM (SELECT y.id, y.sequence, ROW_NUMBER() OVER (ORDER BY y.sequence) AS rn
                  FROM (SELECT e.id, e.sequence FROM result_events e
                         WHERE e.namespace_id = @orbit_namespace AND e.queue_id = @orbit_queue
@@ -141,7 +143,7 @@ export function materialiseStatements(subscriptionId: string, now: Date): Statem
                           AND FIND_IN_SET(e.type, @orbit_types)
                         ORDER BY e.sequence LIMIT ${MAX_PENDING_LIMIT}) y) x
         WHERE x.rn <= @orbit_max_pending - @orbit_backlog`,
-      params: [subscriptionId, now, now],
+      params: [rowIdPrefix(now.getTime()), subscriptionId, now, now],
     },
     {
       sql: `UPDATE subscriptions
