@@ -454,7 +454,7 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
-         * @description A 32-character lowercase hexadecimal identity (128 bits).
+         * @description A 32-character lowercase hexadecimal identity (128 bits), opaque to clients. Orbit makes the ids of what it stores time first: the creating millisecond in the first 12 characters, then 80 random bits (time-ordered primary keys). An id is a name, not a secret, and its order is not a contract.
          * @example 22222222222222222222222222222222
          */
         Id: string;

@@ -102,7 +102,7 @@ validate21.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 export const body_claimTask = validate22;
 const schema35 = {"type":"object","additionalProperties":false,"required":["queue_id"],"properties":{"queue_id":{"$ref":"orbit-http#/$defs/Id","description":"A queue in the credential's scope (else 404)."},"wait_ms":{"type":"integer","minimum":0,"maximum":20000,"default":0,"description":"How long to wait for a QUEUED task before answering 204 (0: answer at once)."}}};
-const schema36 = {"type":"string","description":"A 32-character lowercase hexadecimal identity (128 bits).","pattern":"^[0-9a-f]{32}$","examples":["22222222222222222222222222222222"]};
+const schema36 = {"type":"string","description":"A 32-character lowercase hexadecimal identity (128 bits), opaque to clients. Orbit makes the ids of what it stores time first: the creating millisecond in the first 12 characters, then 80 random bits (time-ordered primary keys). An id is a name, not a secret, and its order is not a contract.","pattern":"^[0-9a-f]{32}$","examples":["22222222222222222222222222222222"]};
 const pattern5 = new RegExp("^[0-9a-f]{32}$", "u");
 
 function validate22(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){

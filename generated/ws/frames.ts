@@ -21,7 +21,7 @@ export type ProtocolVersion = "1";
  */
 export type MessageId = string;
 /**
- * A 32-character lowercase hexadecimal identity (128 bits).
+ * A 32-character lowercase hexadecimal identity (128 bits), opaque to clients. Orbit makes the ids of what it stores time first: the creating millisecond in the first 12 characters, then 80 random bits (time-ordered primary keys). An id is a name, not a secret, and its order is not a contract.
  *
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
  * via the `definition` "Id".
@@ -252,7 +252,7 @@ export interface EventsWelcome {
   session_id: SessionId;
   body: {
     /**
-     * A 32-character lowercase hexadecimal identity (128 bits).
+     * A 32-character lowercase hexadecimal identity (128 bits), opaque to clients. Orbit makes the ids of what it stores time first: the creating millisecond in the first 12 characters, then 80 random bits (time-ordered primary keys). An id is a name, not a secret, and its order is not a contract.
      */
     session_id: string;
     subscription_id: Id;
@@ -299,12 +299,12 @@ export interface EventDeliver {
 }
 export interface EventDelivery1 {
   /**
-   * A 32-character lowercase hexadecimal identity (128 bits).
+   * A 32-character lowercase hexadecimal identity (128 bits), opaque to clients. Orbit makes the ids of what it stores time first: the creating millisecond in the first 12 characters, then 80 random bits (time-ordered primary keys). An id is a name, not a secret, and its order is not a contract.
    */
   id: string;
   subscription_id: Id;
   /**
-   * A 32-character lowercase hexadecimal identity (128 bits).
+   * A 32-character lowercase hexadecimal identity (128 bits), opaque to clients. Orbit makes the ids of what it stores time first: the creating millisecond in the first 12 characters, then 80 random bits (time-ordered primary keys). An id is a name, not a secret, and its order is not a contract.
    */
   event_id: string;
   /**
@@ -344,7 +344,7 @@ export interface EventDelivery1 {
 }
 export interface ResultEvent1 {
   /**
-   * A 32-character lowercase hexadecimal identity (128 bits).
+   * A 32-character lowercase hexadecimal identity (128 bits), opaque to clients. Orbit makes the ids of what it stores time first: the creating millisecond in the first 12 characters, then 80 random bits (time-ordered primary keys). An id is a name, not a secret, and its order is not a contract.
    */
   id: string;
   /**
@@ -354,7 +354,7 @@ export interface ResultEvent1 {
   type: ResultEventType;
   aggregate_kind: "task";
   /**
-   * A 32-character lowercase hexadecimal identity (128 bits).
+   * A 32-character lowercase hexadecimal identity (128 bits), opaque to clients. Orbit makes the ids of what it stores time first: the creating millisecond in the first 12 characters, then 80 random bits (time-ordered primary keys). An id is a name, not a secret, and its order is not a contract.
    */
   aggregate_id: string;
   /**
@@ -398,7 +398,7 @@ export interface ResultEvent1 {
      */
     result?: string;
     /**
-     * A 32-character lowercase hexadecimal identity (128 bits).
+     * A 32-character lowercase hexadecimal identity (128 bits), opaque to clients. Orbit makes the ids of what it stores time first: the creating millisecond in the first 12 characters, then 80 random bits (time-ordered primary keys). An id is a name, not a secret, and its order is not a contract.
      */
     current_attempt_id?: string;
   };
