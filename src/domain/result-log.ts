@@ -24,12 +24,15 @@ import {
   assignSequences, deleteEventsUpTo, insertEventStatement, lockStreamStatement, raiseBoundary, selectEvents, selectFirstSequenceSince,
   selectStream, unsequencedStatement, type EventRow, type StreamRow,
 } from "../db/queries/result-log.js";
-import type { TaskState } from "../db/queries/tasks.js";
+import type { components } from "../../generated/http/openapi-types.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId } from "./identity.js";
 
+/** The contract's event (openapi.yaml, generated): the shapes below are its own. */
+type ResultEvent = components["schemas"]["ResultEvent"];
+
 /** The four result types a subscription delivers, in their normalised (sorted) order. */
-export const RESULT_EVENT_TYPES = ["task.cancelled", "task.failed", "task.needs_review", "task.succeeded"] as const;
+export const RESULT_EVENT_TYPES = ["task.cancelled", "task.failed", "task.needs_review", "task.succeeded"] as const satisfies readonly ResultEvent["type"][];
 export type ResultEventType = (typeof RESULT_EVENT_TYPES)[number];
 /** Every type in the log: the results, and the safe-retry event no subscription receives. */
 export type EventType = ResultEventType | "task.requeued";
@@ -38,16 +41,9 @@ export function isResultEventType(t: string): t is ResultEventType {
   return (RESULT_EVENT_TYPES as readonly string[]).includes(t);
 }
 
-export interface Snapshot {
-  schema_version: 1;
-  task_id: string;
-  queue_id: string;
-  state: TaskState;
-  revision: string;
-  effect_uncertain: boolean;
-  result?: string;
-  current_attempt_id?: string;
-}
+/** The event's snapshot and details, as the contract defines them (spec §6 `event`). */
+export type Snapshot = ResultEvent["snapshot"];
+export type Details = ResultEvent["details"];
 
 export interface NewEvent {
   readonly namespaceId: string;
@@ -60,23 +56,12 @@ export interface NewEvent {
   readonly snapshot: Snapshot;
 }
 
-export interface Details {
-  state: TaskState;
-  reason: string;
-}
-
-/** The wire shape of spec §6 `event`; T narrows the type for delivered events. */
-export interface ResultEventWire<T extends EventType = ResultEventType> {
-  id: string;
-  sequence: string;
-  type: T;
-  aggregate_kind: "task";
-  aggregate_id: string;
-  aggregate_revision: string;
-  occurred_at: string;
-  details: Details;
-  snapshot: Snapshot;
-}
+/**
+ * The wire shape of spec §6 `event` — the contract's ResultEvent, generated from
+ * openapi.yaml. T widens the type for the operator's view of the log, which also holds
+ * `task.requeued` (no subscription receives it).
+ */
+export type ResultEventWire<T extends EventType = ResultEventType> = Omit<ResultEvent, "type"> & { type: T };
 
 /** The INSERT that appends `e` (unnumbered) inside the caller's transaction, for it to send with its other writes. */
 export function appendEventStatement(e: NewEvent): Statement {

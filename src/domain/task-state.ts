@@ -2,6 +2,7 @@
 // locked task row and, for results and requeues, appends the event in the same
 // transaction. Every state change bumps the revision.
 import type { ResultSetHeader } from "mysql2/promise";
+import type { components } from "../../generated/http/openapi-types.js";
 import type { Tx } from "../db/types.js";
 import { defer, type Statement } from "../db/tx.js";
 import { updateTaskStatement, type TaskRow, type TaskState } from "../db/queries/tasks.js";
@@ -112,17 +113,8 @@ export function planMove(task: TaskRow, t: Transition): Moved & { writes: Statem
   return { task: moved, appended: true, writes: [update, event] };
 }
 
-/** The wire Task of platform.md: exactly these fields. */
-export interface TaskWire {
-  id: string;
-  queue_id: string;
-  state: TaskState;
-  revision: string;
-  attempts: number;
-  created_at: string;
-  updated_at: string;
-  result?: string;
-}
+/** The wire Task of platform.md, as the contract defines it (openapi.yaml, generated). */
+export type TaskWire = components["schemas"]["Task"];
 
 export function toWireTask(t: TaskRow): TaskWire {
   return {
