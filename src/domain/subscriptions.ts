@@ -1,6 +1,7 @@
 // Subscription management (spec §2-3): create, read, list, configure. A subscription
 // belongs to the credential that created it and to its queue: every operation checks
 // both, and anything else is NOT_FOUND (never revealing that it exists).
+import type { components } from "../../generated/http/openapi-types.js";
 import type { Pool, Tx } from "../db/types.js";
 import {
   insertSubscription, lockNamespaceAndCount, nameTaken, selectSubscription, selectSubscriptionPage, updateEnabled,
@@ -19,21 +20,8 @@ import { nowMs } from "./task-state.js";
 export const DEFAULT_MAX_PENDING = 100;
 export const DEFAULT_MAX_ATTEMPTS = 20;
 
-export interface SubscriptionWire {
-  id: string;
-  queue_id: string;
-  credential_id: string;
-  name: string;
-  revision: string;
-  enabled: boolean;
-  types: ResultEventType[];
-  cursor_sequence: string;
-  pending_count: number;
-  max_pending: number;
-  max_attempts: number;
-  created_at: string;
-  updated_at: string;
-}
+/** The wire Subscription of spec §3, as the contract defines it (openapi.yaml, generated). */
+export type SubscriptionWire = components["schemas"]["Subscription"];
 
 export function toWireSubscription(s: SubscriptionRow): SubscriptionWire {
   return {

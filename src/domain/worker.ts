@@ -2,6 +2,7 @@
 // whose lease ran out. An attempt is stale once its task left RUNNING under it; the
 // identical call that ended it may be repeated (200, nothing written), anything else on
 // a stale attempt is 409 STATE_CONFLICT.
+import type { components } from "../../generated/http/openapi-types.js";
 import type { ResultSetHeader } from "mysql2/promise";
 import type { Pool, Tx } from "../db/types.js";
 import { queryAll, withTransaction, type Statement } from "../db/tx.js";
@@ -12,14 +13,11 @@ import {
 import { OrbitError, notFound, stateConflict } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId, type Caller } from "./identity.js";
-import { moveTask, nowMs, planMove, toWireTask, type TaskWire } from "./task-state.js";
+import { moveTask, nowMs, planMove, toWireTask } from "./task-state.js";
 import { inScope } from "./tasks.js";
 
-export interface ClaimResult {
-  task: TaskWire;
-  attempt_id: string;
-  lease_until: string;
-}
+/** A worker's claim, as the contract defines it (openapi.yaml, generated). */
+export type ClaimResult = components["schemas"]["ClaimResult"];
 
 /** How many expired attempts one claim or sweep transaction recovers at most. */
 const EXPIRE_BATCH = 32;
