@@ -3,10 +3,10 @@
 // surfaced as a typed {delivery, event, proof}, and ack(proof) resolving with the ACK
 // receipt or rejecting with an OrbitEventError carrying the spec's code. Frames are
 // checked against the generated validators in both directions.
-import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import WebSocket from "ws";
 import { corkForTurn } from "./cork.js";
+import { randomHex } from "./random-hex.js";
 import * as frameValidators from "../../generated/ws/validators.js";
 import type { AckReceipt, ClientFrame, EventDeliver, EventsWelcome, PingReply, ServerFrame } from "../../generated/ws/frames.js";
 import type { ErrorCode, EventDelivery, ResultEvent } from "./types.js";
@@ -65,7 +65,7 @@ export interface Closed {
   readonly error?: OrbitEventError;
 }
 
-const newId = () => randomBytes(16).toString("hex");
+const newId = () => randomHex(16);
 
 /** Error codes after which the server closes the connection (spec §7 table). */
 const CLOSING_CODES = new Set<string>(["UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND", "EVENT_HISTORY_EXPIRED", "UNAVAILABLE", "INTERNAL"]);

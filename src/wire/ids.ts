@@ -1,11 +1,11 @@
 // Ids on the wire and in the database: 32 lowercase hex characters. Ids are names, not
-// secrets; lease secrets and tokens take their own randomBytes. (A pooled buffer refilled
-// 256 ids at a time was tried: no difference in orbit.append over 3 alternating runs.)
-import { randomBytes } from "node:crypto";
+// secrets; lease secrets and tokens take their own randomBytes. Their random part comes
+// from a pooled buffer (sdk/random-hex.ts, shared with the SDK as sdk/cork.ts is).
+import { randomHex } from "../sdk/random-hex.js";
 
 /** 16 random bytes: request and message ids, which nothing stores as a key. */
 export function newHexId(): string {
-  return randomBytes(16).toString("hex");
+  return randomHex(16);
 }
 
 /**
@@ -20,7 +20,7 @@ export function newHexId(): string {
  * is its row's created_at, which the API shows anyway.
  */
 export function newRowId(now: number = Date.now()): string {
-  return rowIdPrefix(now) + randomBytes(10).toString("hex");
+  return rowIdPrefix(now) + randomHex(10);
 }
 
 /** The time part of a row id, for SQL that makes ids itself (materialising). */

@@ -1,5 +1,6 @@
 import { strict as assert } from "node:assert";
 import { newHexId, newRowId, rowIdPrefix } from "../../src/wire/ids.js";
+import { randomHex } from "../../src/sdk/random-hex.js";
 
 describe("wire ids", () => {
   it("are 32 lowercase hex characters of random bytes, all distinct", () => {
@@ -29,5 +30,15 @@ describe("wire ids", () => {
     // The prefix keeps its 12 characters from the epoch on, so string order is time order.
     assert.equal(rowIdPrefix(0), "000000000000");
     assert.ok(rowIdPrefix(0xfff) < rowIdPrefix(0x1000));
+  });
+
+  it("random hex comes from a pool refilled as it runs out: the asked length, never repeated across refills", () => {
+    // 3,000 × 10 bytes is 7 refills of the 4 KiB pool (an id never straddles one: the rest is dropped).
+    const ids = Array.from({ length: 3000 }, () => randomHex(10));
+    for (const id of ids) assert.match(id, /^[0-9a-f]{20}$/);
+    assert.equal(new Set(ids).size, ids.length);
+    assert.match(randomHex(4096), /^[0-9a-f]{8192}$/);
+    assert.match(randomHex(1), /^[0-9a-f]{2}$/);
+    for (const bad of [0, -1, 4097, 1.5, Number.NaN]) assert.throws(() => randomHex(bad), RangeError);
   });
 });
