@@ -2,8 +2,9 @@
 // `db.commit` and `orbit.append`. 16 keep-alive workers POST the body an append sends to the
 // smallest HTTP service an append could be (http-floor-server.ts, its own process): first
 // answering only, then with one durable autocommit UPDATE per request — the most a service
-// whose producers each make one HTTP request per result can reach here, whatever it does
-// inside. Its ratio to `db.commit` bounds `orbit.append / db.commit` from above.
+// can reach here whose producers make one HTTP request per result, each with a commit of
+// its own. Not a strict bound on `orbit.append` (Orbit shares commits between requests),
+// but each of its results does more database work than this one-row UPDATE.
 import { spawn } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
@@ -54,17 +55,17 @@ export async function measureHttpFloor(o: BenchOptions): Promise<HttpFloorResult
 
 async function window(databaseUrl: string, update: boolean, seconds: number): Promise<HttpFloorWindow> {
   const child = spawn(process.execPath, [SERVER, databaseUrl, update ? "--update" : "--answer-only"], { stdio: ["ignore", "pipe", "inherit"] });
+  const agent = new http.Agent({ keepAlive: true });
   try {
     const port = await new Promise<number>((resolve, reject) => {
       createInterface({ input: child.stdout! }).once("line", (l) => resolve((JSON.parse(l) as { port: number }).port));
       child.once("exit", (code) => reject(new Error(`the HTTP floor server exited with ${code}`)));
     });
-    const agent = new http.Agent({ keepAlive: true });
     await run(agent, port, WARMUP_SECONDS);
     const { result: n, cpu } = await withCpu({ server: child.pid, mariadb: mariadbPid() }, () => run(agent, port, seconds));
-    agent.destroy();
     return { requestsPerSec: n / cpu.wall!, cpu };
   } finally {
+    agent.destroy();
     child.kill("SIGTERM");
   }
 }

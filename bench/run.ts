@@ -54,7 +54,7 @@ const ratios = {
   "orbit.append / db.commit": { value: ratio(num(append?.resultsPerSec), commitRate), goal: ">= 0.5" },
 };
 results.ratios = ratios;
-// Not goals: how far the append goal is from what any one-request-per-result service gets here.
+// Not goals: where the append goal stands against one HTTP request and one commit per result here.
 const floorRate = num(httpFloor?.withCommit.requestsPerSec);
 const bounds = {
   "floor.http / db.commit": ratio(floorRate, commitRate),
