@@ -117,9 +117,9 @@ const MATERIALISE = `@orbit_backlog IS NOT NULL AND @orbit_enabled AND @orbit_cu
  *    as wire/ids.ts newRowId makes them) for the next matching events after the cursor up
  *    to the committed head, at most the room max_pending leaves, in sequence order.
  *    Nothing when the claim state says not to — no news, enough ready, paused, or
- *    purged history (the caller then fails with
- *    EVENT_HISTORY_EXPIRED): the range's upper bound is then 0, so no row is read. Under
- *    READ COMMITTED the SELECT part is a consistent read: it locks no result_events rows.
+ *    purged history (the caller then fails with EVENT_HISTORY_EXPIRED): the range's
+ *    upper bound is then 0, so no row is read. Under READ COMMITTED the SELECT part is a
+ *    consistent read: it locks no result_events rows.
  * 2. The cursor moves to the head when the page was not full, else to the newest
  *    materialised delivery's sequence — never past an event not materialised (ROW_COUNT()
  *    of the INSERT just before). A full page inserted at least one row, and every earlier
