@@ -1,6 +1,9 @@
 // The per-subscription gauges of GET /metrics, read from the database at scrape time:
 // how far materialisation lags the committed head, and how old the oldest PENDING
-// delivery is. Two indexed queries per scrape, whatever the number of subscriptions.
+// delivery is. Two queries per scrape; the second reads only PENDING rows, each
+// subscription's through deliveries_claim (at most max_pending, 1000, apiece) — grouped
+// over the whole table instead it read every delivery ever made on every scrape
+// (100,000 rows for 1,000 PENDING, measured with ANALYZE), and deliveries are kept.
 import type { RowDataPacket } from "mysql2/promise";
 import type { Pool } from "../db/types.js";
 import { materialisationLag, oldestPendingAge } from "../metrics.js";
@@ -11,8 +14,12 @@ export async function refreshDatabaseGauges(pool: Pool): Promise<void> {
        FROM subscriptions s JOIN namespace_streams n ON n.namespace_id = s.namespace_id`,
   );
   const [pending] = await pool.query<RowDataPacket[]>(
-    `SELECT subscription_id, TIMESTAMPDIFF(MICROSECOND, MIN(available_at), UTC_TIMESTAMP(6)) / 1e6 AS age
-       FROM deliveries WHERE state = 'PENDING' GROUP BY subscription_id`,
+    `SELECT o.subscription_id, TIMESTAMPDIFF(MICROSECOND, o.oldest, UTC_TIMESTAMP(6)) / 1e6 AS age
+       FROM (SELECT s.id AS subscription_id,
+                    (SELECT MIN(d.available_at) FROM deliveries d FORCE INDEX (deliveries_claim)
+                      WHERE d.subscription_id = s.id AND d.state = 'PENDING') AS oldest
+               FROM subscriptions s) o
+      WHERE o.oldest IS NOT NULL`,
   );
   materialisationLag.reset();
   for (const r of lag) materialisationLag.set({ subscription_id: r.id as string }, Math.max(0, Number(r.lag)));
