@@ -146,6 +146,32 @@ describe("deliveries", function () {
     }
   });
 
+  it("pages every state, one delivery a page, in the unfiltered list's order (each state through the index that serves it)", async () => {
+    const s = await subscription({ max_attempts: 1 });
+    const leased = (await claimOne(pool, session(s.id, 3, 300))).leases;
+    assert.ok((await ack(claimPool, who(s.id), [proof(leased[0]!)]))[0]?.ok);
+    await claimOne(pool, session(s.id, 1, 60000)); // stays LEASED
+    await sleep(400);
+    await claimOne(pool, session(s.id, 0)); // the two short leases: EXPIRED
+    const full = (await api.get(`/v1/subscriptions/${s.id}/deliveries?limit=100`)).json.data.items as { id: string; state: string }[];
+    assert.equal(full.length, 6);
+    for (const state of ["PENDING", "LEASED", "ACKED", "EXPIRED"]) {
+      const paged: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const res = await api.get(`/v1/subscriptions/${s.id}/deliveries?state=${state}&limit=1${cursor ? `&cursor=${cursor}` : ""}`);
+        assert.equal(res.status, 200, res.text);
+        assert.ok(res.json.data.items.length <= 1);
+        for (const d of res.json.data.items) assert.equal(d.state, state);
+        paged.push(...res.json.data.items.map((d: { id: string }) => d.id));
+        cursor = res.json.data.next_cursor;
+      } while (cursor);
+      const expected = full.filter((d) => d.state === state).map((d) => d.id);
+      assert.ok(expected.length > 0, state);
+      assert.deepEqual(paged, expected, state);
+    }
+  });
+
   it("never resolves a delivery under another subscription", async () => {
     const a = await subscription();
     const b = await subscription();

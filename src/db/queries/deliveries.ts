@@ -37,7 +37,15 @@ export async function selectDelivery(db: Pool | Tx, subscriptionId: string, id: 
   return rows[0];
 }
 
-/** Takes a subscription, an optional state and a page position; newest first by creation, then id. */
+/**
+ * Takes a subscription, an optional state and a page position; newest first by creation,
+ * then id. The index is named, so that no page scans a subscription's whole history for a
+ * few rows: without a state, or for ACKED, deliveries_listing (subscription_id,
+ * created_at, id) in page order — nearly every delivery is ACKED, and what is not is the
+ * backlog, at most max_pending (1–1000) rows to pass over; for PENDING, LEASED or EXPIRED,
+ * deliveries_claim (subscription_id, state, sequence) — those rows are the backlog, at
+ * most 1000, sorted for the page (migrations/000016: no index of its own per state).
+ */
 export async function selectDeliveryPage(
   db: Pool,
   subscriptionId: string,
@@ -55,8 +63,9 @@ export async function selectDeliveryPage(
     where.push("(created_at < ? OR (created_at = ? AND id < ?))");
     params.push(after.createdAt, after.createdAt, after.id);
   }
+  const index = state === undefined || state === "ACKED" ? "deliveries_listing" : "deliveries_claim";
   const [rows] = await db.query<(DeliveryRow & RowDataPacket)[]>(
-    `SELECT ${DELIVERY_COLUMNS} FROM deliveries WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT ?`,
+    `SELECT ${DELIVERY_COLUMNS} FROM deliveries FORCE INDEX (${index}) WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT ?`,
     [...params, limit],
   );
   return rows;
