@@ -14,7 +14,7 @@ import { formatTimestamp } from "../wire/time.js";
 import { idempotent, type Receipt } from "./idempotency.js";
 import { newId, type Caller } from "./identity.js";
 import { DEFAULT_PAGE_LIMIT, decodeCursor, page, type Binding } from "./paging.js";
-import { RESULT_EVENT_TYPES, isResultEventType, readStream, type ResultEventType } from "./result-log.js";
+import { RESULT_EVENT_TYPES, isResultEventType, readStream } from "./result-log.js";
 import { nowMs } from "./task-state.js";
 
 export const DEFAULT_MAX_PENDING = 100;
