@@ -86,9 +86,10 @@ export function claimStateStatement(id: string, q: { now: Date; readyUpTo: numbe
                  THEN (SELECT COUNT(*) FROM deliveries b FORCE INDEX (deliveries_claim) WHERE b.subscription_id = s.id AND b.state IN ('PENDING', 'LEASED', 'EXPIRED'))
             END AS backlog,
             (SELECT GROUP_CONCAT(h.session_id, ':', h.n) FROM
-              (SELECT session_id, COUNT(*) AS n FROM deliveries FORCE INDEX (deliveries_session) WHERE session_id IN (?) AND state = 'LEASED' GROUP BY session_id) h) AS held
+              (SELECT e.session_id, COUNT(*) AS n FROM deliveries e FORCE INDEX (deliveries_expiry)
+                WHERE e.subscription_id = ? AND e.state = 'LEASED' AND e.session_id IN (?) GROUP BY e.session_id) h) AS held
        FROM subscriptions s WHERE s.id = ? FOR UPDATE`,
-    params: [q.now, id, q.readyUpTo, q.readyUpTo, q.sessionIds, id],
+    params: [q.now, id, q.readyUpTo, q.readyUpTo, id, q.sessionIds, id],
   };
 }
 
