@@ -82,7 +82,7 @@ export interface SessionMode {
  * Every pool but the engine's (HTTP requests, the sequencer, background work, the CLI):
  * the usual isolation, autocommit on for bare queries, and several statements per round
  * trip so that a transaction's opening and deferred writes travel with its other
- * statements (tx.ts: a completion is 3 round trips, not 6).
+ * statements (tx.ts: a completion is 2 round trips, not 6).
  */
 const MAIN_SESSION: SessionMode = { isolation: "REPEATABLE READ", implicitTransactions: false, multipleStatements: true };
 

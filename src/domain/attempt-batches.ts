@@ -1,10 +1,10 @@
 // Group commit for workers' calls (complete, requeue): a call that arrives while the
 // node's batches are in flight waits for one to finish and then goes with every other
-// call waiting, in one transaction of 3 round trips whatever its size (worker.ts,
+// call waiting, in one transaction of 2 round trips whatever its size (worker.ts,
 // endAttemptCalls). A call that finds the node idle goes at once, alone: batching adds
 // no wait, it only forms under load. Each answer is sent after its batch committed.
 //
-// Why: a completion alone is one HTTP request and one durable transaction of 3 round
+// Why: a completion alone is one HTTP request and one durable transaction of 2 round
 // trips; on 2 cores the round trips and commits, not the statements, are the cost
 // (bench/README.md). Batched, N completions share the round trips and the commit.
 import type { Pool } from "../db/types.js";
@@ -81,11 +81,14 @@ export class AttemptBatches {
     try {
       outcomes = await withTransaction(
         this.pool,
-        async (tx) => {
-          const out = await endAttemptCalls(tx, batch.map((w) => w.input));
-          if (batch.some((w) => w.signal.aborted)) throw new MemberTimedOut();
-          return out;
-        },
+        (tx) =>
+          endAttemptCalls(
+            tx,
+            batch.map((w) => w.input),
+            () => {
+              if (batch.some((w) => w.signal.aborted)) throw new MemberTimedOut();
+            },
+          ),
         undefined,
         ISOLATION,
       );
@@ -102,7 +105,10 @@ export class AttemptBatches {
   private async alone(w: Waiting): Promise<void> {
     if (w.signal.aborted) return w.reject(unavailable());
     try {
-      const [outcome] = await withTransaction(this.pool, (tx) => endAttemptCalls(tx, [w.input]), w.signal, ISOLATION);
+      const deadline = () => {
+        if (w.signal.aborted) throw unavailable();
+      };
+      const [outcome] = await withTransaction(this.pool, (tx) => endAttemptCalls(tx, [w.input], deadline), w.signal, ISOLATION);
       this.settle([w], [outcome!]);
     } catch (e) {
       w.reject(translateDbError(e));
