@@ -49,7 +49,7 @@ async function pool<T>(items: T[], workers: number, fn: (item: T) => Promise<voi
 
 /** orbit.append: 16 workers complete pre-claimed attempts; each completion is one result. */
 export async function measureAppend(o: OrbitBenchOptions) {
-  const perWorker = o.quick ? 150 : 400;
+  const perWorker = o.quick ? 500 : 1000;
   return withNodes(o, "append", 1, async (db, [node]) => {
     const cred = bootstrap(db, "bench", "append", ["q"]);
     const client = new OrbitClient({ baseUrl: node!.url, token: cred.token });
