@@ -1,4 +1,5 @@
 // Shared bits of the benchmark's measurements: options, CPU accounting, percentiles.
+import { monitorEventLoopDelay } from "node:perf_hooks";
 
 export interface BenchOptions {
   /** The ~2-minute run: shorter windows, one run instead of the median of three. */
@@ -22,4 +23,24 @@ export function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return NaN;
   const rank = Math.ceil((p / 100) * sorted.length);
   return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1]!;
+}
+
+/** How often loopDelay samples: its samples are the time between two ticks of this timer. */
+const LOOP_SAMPLE_MS = 5;
+
+/**
+ * Watches this process's event loop; `read()` gives how late its timer ran, in ms (p50, p99,
+ * max). The histogram holds the time between ticks, whose floor is the sampling interval
+ * itself (nodejs/node#62935): that interval is taken off, so an idle loop reads 0.
+ */
+export function loopDelay(): { read(): { p50: number; p99: number; max: number } } {
+  const h = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
+  h.enable();
+  const late = (ns: number) => Math.max(0, Math.round((ns / 1e6 - LOOP_SAMPLE_MS) * 10) / 10);
+  return {
+    read() {
+      h.disable();
+      return { p50: late(h.percentile(50)), p99: late(h.percentile(99)), max: late(h.max) };
+    },
+  };
 }

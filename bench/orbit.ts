@@ -1,11 +1,14 @@
 // Orbit's own figures (issue 8): append, drain, commit-to-deliver latency, idle cost.
 // Every figure goes through real `orbit serve` processes over HTTP and WebSocket.
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { fork } from "node:child_process";
+import path from "node:path";
 import mysql from "mysql2/promise";
 import { EventConnection, OrbitClient } from "../src/sdk/index.js";
 import { createPool } from "../src/db/pool.js";
 import { claim, ENGINE_SESSION } from "../src/domain/delivery-engine.js";
 import { newRowId } from "../src/wire/ids.js";
+import { loopDelay } from "./common.js";
+import type { ConsumerCommand, ConsumerMessage } from "./latency-consumer.js";
 import { bootstrap, freshDatabase, dropDatabase, mariadbPid, perItem, rssMiB, startNode, withClaimStats, withCpu, withDbCounters, type BenchNode } from "./nodes.js";
 
 export interface OrbitBenchOptions {
@@ -261,11 +264,53 @@ export async function measureClaimFloor(o: OrbitBenchOptions) {
   });
 }
 
+/** orbit.latency's consumer process (compiled beside this file; run from the project root, as http-floor.ts). */
+const CONSUMER = path.resolve(process.cwd(), "dist/bench/latency-consumer.js");
+
 /** At most this many completions in flight in orbit.latency (the node's pool queues them). */
 const MAX_PRODUCING = 128;
 
 /** Where orbit.latency's consumers run: on the node the producers complete on, on the other node. */
 export type LatencyConsumer = "same" | "other";
+
+/** A latency consumer in a process of its own (latency-consumer.ts). */
+interface Consumer {
+  readonly pid: number | undefined;
+  /** Deliveries so far, as its last message said (every 100 ms). */
+  readonly received: number;
+  measureFrom(at: number): void;
+  /** Its samples; it then closes its connection and exits. */
+  report(): Promise<Extract<ConsumerMessage, { type: "report" }>>;
+  kill(): void;
+}
+
+async function startConsumer(baseUrl: string, token: string, subscriptionId: string): Promise<Consumer> {
+  const child = fork(CONSUMER, [baseUrl, token, subscriptionId], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  let received = 0;
+  let reported: ((m: Extract<ConsumerMessage, { type: "report" }>) => void) | undefined;
+  const ready = new Promise<void>((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`latency consumer exited (${code}) before it was ready`)));
+    child.on("message", (m: ConsumerMessage) => {
+      if (m.type === "ready") resolve();
+      if (m.type === "received") received = m.n;
+      if (m.type === "report") reported?.(m);
+    });
+  });
+  await ready;
+  const command = (c: ConsumerCommand) => child.send(c);
+  return {
+    pid: child.pid,
+    get received() {
+      return received;
+    },
+    measureFrom: (at) => command({ type: "measure-from", at }),
+    report: () => new Promise((resolve) => {
+      reported = resolve;
+      command({ type: "report" });
+    }),
+    kill: () => void child.kill(),
+  };
+}
 
 /**
  * orbit.latency: commit-to-deliver at a steady `rate` results/s (the issue's 500), with a
@@ -294,78 +339,71 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers
       const c = await client.claimTask({ queue_id: q });
       if (c) attempts.push(c.attempt_id);
     });
-    const same: number[] = [];
-    const other: number[] = [];
-    const received = { same: 0, other: 0 };
-    let measureFrom = Infinity;
-    const listen = async (url: string, subscriptionId: string, into: number[], which: keyof typeof received) => {
-      const conn = await EventConnection.open({ baseUrl: url, token: cred.token, subscriptionId, capacity: 32, heartbeat: false });
-      conn.on("delivery", (d) => {
-        // occurred_at is set inside the committing transaction, on this machine's clock.
-        const occurred = Date.parse(d.event.occurred_at);
-        received[which]++;
-        if (occurred >= measureFrom) into.push(Date.now() - occurred);
-        conn.ack(d.proof).catch((e: unknown) => process.stderr.write(`bench: ack failed: ${(e as Error).message}\n`));
-      });
-      return conn;
-    };
-    const conns: EventConnection[] = [];
-    for (const which of consumers) {
-      conns.push(await listen(which === "same" ? a!.url : b!.url, await subscriptionFor(which), which === "same" ? same : other, which));
+    const started: Partial<Record<LatencyConsumer, Consumer>> = {};
+    for (const which of consumers) started[which] = await startConsumer(which === "same" ? a!.url : b!.url, cred.token, await subscriptionFor(which));
+    const running = Object.values(started) as Consumer[];
+    try {
+      const t0 = Date.now();
+      for (const c of running) c.measureFrom(t0 + warmupSeconds * 1000);
+      // Open loop: each completion starts at its due time, whatever the others are doing (at
+      // most MAX_PRODUCING at once). A fixed set of 16 producers each waiting for its last
+      // completion fell behind on a busy machine and measured at ~200-400/s while claiming
+      // 500/s; the achieved rate is reported beside the figures.
+      let finished = 0;
+      let lastDone = t0;
+      const produce = async () => {
+        const producing = new Set<Promise<void>>();
+        for (let i = 0; i < attempts.length; i++) {
+          const due = t0 + (i * 1000) / rate;
+          if (due > Date.now()) await sleep(due - Date.now());
+          while (producing.size >= MAX_PRODUCING) await Promise.race(producing);
+          const p: Promise<void> = client.completeAttempt(attempts[i]!, { outcome: "succeeded" }).then(() => {
+            finished++;
+            lastDone = Date.now();
+          }).finally(() => producing.delete(p));
+          producing.add(p);
+        }
+        await Promise.all(producing);
+      };
+      const settle = async () => {
+        for (const end = Date.now() + 10000; running.some((c) => c.received < attempts.length) && Date.now() < end; ) await sleep(50);
+      };
+        const pids = {
+        nodeA: a!.pid, nodeB: b!.pid, mariadb: mariadbPid(),
+        ...(started.same ? { consumerSame: started.same.pid } : {}),
+        ...(started.other ? { consumerOther: started.other.pid } : {}),
+      };
+      const run = () => withDbCounters(o.mysqlUrl, () => withCpu(pids, async () => { await produce(); await settle(); }));
+      // The producers' event loop: its delay no longer reaches the consumers' figures (each
+      // consumer reports its own beside them).
+      const loop = loopDelay();
+      const claimsA = await withClaimStats(a!.url, () => withClaimStats(b!.url, run));
+      const producersLoop = loop.read();
+      const { result: measured, counters } = claimsA.result.result;
+      const stats = async (c: Consumer) => {
+        const r = await c.report();
+        const s = [...r.samples].sort((x, y) => x - y);
+        return { p50Ms: percentile(s, 50), p99Ms: percentile(s, 99), samples: s.length, consumerLoopDelayMs: r.loopDelayMs };
+      };
+      return {
+        ratePerSec: rate, seconds, warmupSeconds,
+        // What the producers achieved: results completed per second from the start to the last.
+        achievedPerSec: Math.round(finished / ((lastDone - t0) / 1000)),
+        // How busy the machine was (2 cores): producing, delivering and the settle after.
+        cpu: measured.cpu,
+        // MariaDB's counters per result produced (every consumer's deliveries included).
+        databasePerResult: perItem(counters, attempts.length),
+        consumers: [...consumers],
+        ...(started.same ? { sameNode: { ...(await stats(started.same)), claims: claimsA.claims } } : {}),
+        ...(started.other ? { otherNode: { ...(await stats(started.other)), claims: claimsA.result.claims } } : {}),
+        // The producers' own event loop (the consumers run in processes of their own).
+        benchLoopDelayMs: producersLoop,
+      };
+    } catch (e) {
+      // A failed run must not leave its consumer processes behind.
+      for (const c of running) c.kill();
+      throw e;
     }
-    const t0 = Date.now();
-    measureFrom = t0 + warmupSeconds * 1000;
-    // Open loop: each completion starts at its due time, whatever the others are doing (at
-    // most MAX_PRODUCING at once). A fixed set of 16 producers each waiting for its last
-    // completion fell behind on a busy machine and measured at ~200-400/s while claiming
-    // 500/s; the achieved rate is reported beside the figures.
-    let finished = 0;
-    let lastDone = t0;
-    const produce = async () => {
-      const producing = new Set<Promise<void>>();
-      for (let i = 0; i < attempts.length; i++) {
-        const due = t0 + (i * 1000) / rate;
-        if (due > Date.now()) await sleep(due - Date.now());
-        while (producing.size >= MAX_PRODUCING) await Promise.race(producing);
-        const p: Promise<void> = client.completeAttempt(attempts[i]!, { outcome: "succeeded" }).then(() => {
-          finished++;
-          lastDone = Date.now();
-        }).finally(() => producing.delete(p));
-        producing.add(p);
-      }
-      await Promise.all(producing);
-    };
-    const settle = async () => {
-      for (const end = Date.now() + 10000; consumers.some((which) => received[which] < attempts.length) && Date.now() < end; ) await sleep(50);
-    };
-    const pids = { nodeA: a!.pid, nodeB: b!.pid, mariadb: mariadbPid() };
-    const run = () => withDbCounters(o.mysqlUrl, () => withCpu(pids, async () => { await produce(); await settle(); }));
-    // The consumers share this process with the producers: a delivery waits here behind
-    // the producers' HTTP answers before it is timed. How long, is reported beside.
-    const loop = monitorEventLoopDelay({ resolution: 5 });
-    loop.enable();
-    const claimsA = await withClaimStats(a!.url, () => withClaimStats(b!.url, run));
-    loop.disable();
-    const { result: measured, counters } = claimsA.result.result;
-    await Promise.all(conns.map((c) => c.close()));
-    const stats = (xs: number[]) => {
-      const s = [...xs].sort((x, y) => x - y);
-      return { p50Ms: percentile(s, 50), p99Ms: percentile(s, 99), samples: s.length };
-    };
-    return {
-      ratePerSec: rate, seconds, warmupSeconds,
-      // What the producers achieved: results completed per second from the start to the last.
-      achievedPerSec: Math.round(finished / ((lastDone - t0) / 1000)),
-      // How busy the machine was (2 cores): producing, delivering and the settle after.
-      cpu: measured.cpu,
-      // MariaDB's counters per result produced (every consumer's deliveries included).
-      databasePerResult: perItem(counters, attempts.length),
-      consumers: [...consumers],
-      ...(consumers.includes("same") ? { sameNode: { ...stats(same), claims: claimsA.claims } } : {}),
-      ...(consumers.includes("other") ? { otherNode: { ...stats(other), claims: claimsA.result.claims } } : {}),
-      // The benchmark's own event loop (producers and consumers): its delay is part of every figure above.
-      benchLoopDelayMs: { p50: Math.round(loop.percentile(50) / 1e5) / 10, p99: Math.round(loop.percentile(99) / 1e5) / 10, max: Math.round(loop.max / 1e5) / 10 },
-    };
   });
 }
 
