@@ -61,9 +61,9 @@ const selfCommitted = new WeakSet<object>();
  * A transaction on a pool with several statements per round trip (SessionMode) holds back
  * what needs no answer — its opening (isolation, START TRANSACTION) and deferred writes —
  * and sends it with its next statement or its COMMIT. A completion was 6 round trips and
- * is 2 (its writes go with COMMIT: commitAll; bench/README.md); measured on this machine kind, the same 5-statement
- * transaction in 2 round trips instead of 6 cost MariaDB ~35 % and the client ~50 % less
- * CPU.
+ * is 2 (its writes go with COMMIT: commitAll; bench/README.md); measured on this machine
+ * kind, the same 5-statement transaction in 2 round trips instead of 6 cost MariaDB ~35 %
+ * and the client ~50 % less CPU.
  */
 interface Pipeline {
   readonly conn: PoolConnection;

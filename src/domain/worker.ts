@@ -155,8 +155,8 @@ export async function endAttemptCalls(tx: Tx, inputs: readonly AttemptCallInput[
   if (writes.length > 0) {
     const results = (await commitAll(tx, writes)) as ResultSetHeader[];
     // Every row written is locked by this transaction, so each write changes exactly its
-    // row. Were one not to, the batch fails after its commit: each call runs again alone
-    // and finds its attempt as committed (an identical repeat answers 200).
+    // row. Were one not to (it cannot, under the lock), the call fails after its commit;
+    // a batch's members then each run again alone and find their attempts as committed.
     if (results.some((r) => r.affectedRows !== 1)) throw new Error("a locked attempt or task changed under its lock");
   }
   return outcomes;
