@@ -288,14 +288,17 @@ async function startConsumer(baseUrl: string, token: string, subscriptionId: str
   const child = fork(CONSUMER, [baseUrl, token, subscriptionId], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
   let received = 0;
   let reported: ((m: Extract<ConsumerMessage, { type: "report" }>) => void) | undefined;
+  let exited: ((e: Error) => void) | undefined;
   const ready = new Promise<void>((resolve, reject) => {
-    child.once("exit", (code) => reject(new Error(`latency consumer exited (${code}) before it was ready`)));
+    exited = reject;
     child.on("message", (m: ConsumerMessage) => {
       if (m.type === "ready") resolve();
       if (m.type === "received") received = m.n;
       if (m.type === "report") reported?.(m);
     });
   });
+  // Before it is ready, or before it reported: the run fails instead of waiting for it.
+  child.once("exit", (code) => exited?.(new Error(`latency consumer exited (${code}) before it reported`)));
   await ready;
   const command = (c: ConsumerCommand) => child.send(c);
   return {
@@ -304,8 +307,9 @@ async function startConsumer(baseUrl: string, token: string, subscriptionId: str
       return received;
     },
     measureFrom: (at) => command({ type: "measure-from", at }),
-    report: () => new Promise((resolve) => {
+    report: () => new Promise((resolve, reject) => {
       reported = resolve;
+      exited = reject;
       command({ type: "report" });
     }),
     kill: () => void child.kill(),
@@ -368,7 +372,7 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers
       const settle = async () => {
         for (const end = Date.now() + 10000; running.some((c) => c.received < attempts.length) && Date.now() < end; ) await sleep(50);
       };
-        const pids = {
+      const pids = {
         nodeA: a!.pid, nodeB: b!.pid, mariadb: mariadbPid(),
         ...(started.same ? { consumerSame: started.same.pid } : {}),
         ...(started.other ? { consumerOther: started.other.pid } : {}),
