@@ -23,8 +23,8 @@ const MAX_BATCH = 64;
  * How long the first ACK of a batch waits for others: 1 ms of latency for several ACKs
  * per commit (each commit costs about as much as the ACK work itself). 1 ms instead of 2:
  * one-subscription drain +3 % (ahead in 7 of 8 alternating runs; an ACK's reply frees its
- * slot sooner), latency at 500/s and commits per result unchanged; 8 or 10 ms measured
- * far worse (bench/README.md).
+ * slot sooner), latency at 500/s and commits per result within the run-to-run spread;
+ * 8 or 10 ms measured far worse (bench/README.md).
  */
 const BATCH_WINDOW_MS = 1;
 
