@@ -1,7 +1,7 @@
 // The per-subscription gauges of GET /metrics, read from the database at scrape time:
 // how far materialisation lags the committed head, and how old the oldest PENDING
 // delivery is. Two queries per scrape; the second reads only PENDING rows, each
-// subscription's through deliveries_claim (at most max_pending, 1000, apiece) — grouped
+// subscription's through deliveries_state (at most max_pending, 1000, apiece) — grouped
 // over the whole table instead it read every delivery ever made on every scrape
 // (100,000 rows for 1,000 PENDING, measured with ANALYZE), and deliveries are kept.
 import type { RowDataPacket } from "mysql2/promise";
@@ -16,7 +16,7 @@ export async function refreshDatabaseGauges(pool: Pool): Promise<void> {
   const [pending] = await pool.query<RowDataPacket[]>(
     `SELECT o.subscription_id, TIMESTAMPDIFF(MICROSECOND, o.oldest, UTC_TIMESTAMP(6)) / 1e6 AS age
        FROM (SELECT s.id AS subscription_id,
-                    (SELECT MIN(d.available_at) FROM deliveries d FORCE INDEX (deliveries_claim)
+                    (SELECT MIN(d.available_at) FROM deliveries d FORCE INDEX (deliveries_state)
                       WHERE d.subscription_id = s.id AND d.state = 'PENDING') AS oldest
                FROM subscriptions s) o
       WHERE o.oldest IS NOT NULL`,

@@ -10,6 +10,7 @@ import { client, waitSequenced, type Client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
 import { ack, claim, ENGINE_SESSION, type Lease } from "../../src/domain/delivery-engine.js";
+import { claimableStatement } from "../../src/db/queries/deliveries.js";
 
 const ID = "0123456789abcdef0123456789abcdef";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -227,6 +228,14 @@ describe("deliveries", function () {
     assert.deepEqual(replay.json.data.delivery, d);
     assert.equal((await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery.attempt_budget, 3, "the replay added nothing");
     assertError(await api.post(path, { ...body, additional_attempts: 3 }, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");
+    const c0 = await db.connect();
+    try {
+      // The claimable rows are read as `lease_until IS NULL` (migrations/000018): no PENDING row may keep one.
+      const [held] = await c0.query<any[]>("SELECT COUNT(*) AS n FROM deliveries WHERE state = 'PENDING' AND lease_until IS NOT NULL");
+      assert.equal(Number(held[0].n), 0);
+    } finally {
+      await c0.end();
+    }
     // The retried delivery is claimed again with a new epoch.
     const again = (await claimOne(pool, session(s.id, 1))).leases[0]!;
     assert.equal(again.delivery.id, d.id);
@@ -239,6 +248,20 @@ describe("deliveries", function () {
       assert.equal(rows[0].reason, "receiver persistence failure repaired");
       assert.equal(JSON.parse(rows[0].details).additional_attempts, 2);
       assert.deepEqual([String(rows[0].revision_before), String(rows[0].revision_after)], [expired.revision, d.revision]);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it("reads the claimable rows in sequence order straight from deliveries_state, without sorting them", async () => {
+    const s = await subscription();
+    const st = claimableStatement(s.id, new Date(), 32);
+    const c = await db.connect();
+    try {
+      const [plan] = await c.query<any[]>(`EXPLAIN ${st.sql}`, [...st.params] as any[]);
+      const d = plan.find((r) => r.table === "d");
+      assert.equal(d.key, "deliveries_state");
+      assert.doesNotMatch(String(d.Extra), /filesort|temporary/);
     } finally {
       await c.end();
     }

@@ -43,8 +43,8 @@ export async function selectDelivery(db: Pool | Tx, subscriptionId: string, id: 
  * few rows: without a state, or for ACKED, deliveries_listing (subscription_id,
  * created_at, id) in page order — nearly every delivery is ACKED, and what is not is the
  * backlog, at most max_pending (1–1000) rows to pass over; for PENDING, LEASED or EXPIRED,
- * deliveries_claim (subscription_id, state, sequence) — those rows are the backlog, at
- * most 1000, sorted for the page (migrations/000016: no index of its own per state).
+ * deliveries_state (subscription_id, state, …) — those rows are the backlog, at most
+ * 1000, sorted for the page (migrations/000016: no index of its own per state).
  */
 export async function selectDeliveryPage(
   db: Pool,
@@ -63,7 +63,7 @@ export async function selectDeliveryPage(
     where.push("(created_at < ? OR (created_at = ? AND id < ?))");
     params.push(after.createdAt, after.createdAt, after.id);
   }
-  const index = state === undefined || state === "ACKED" ? "deliveries_listing" : "deliveries_claim";
+  const index = state === undefined || state === "ACKED" ? "deliveries_listing" : "deliveries_state";
   const [rows] = await db.query<(DeliveryRow & RowDataPacket)[]>(
     `SELECT ${DELIVERY_COLUMNS} FROM deliveries FORCE INDEX (${index}) WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT ?`,
     [...params, limit],
@@ -77,7 +77,7 @@ export async function selectDeliveryPage(
  */
 export async function retryDelivery(tx: Tx, id: string, expectedRevision: string, additional: number, now: Date): Promise<boolean> {
   const [res] = await tx.query<ResultSetHeader>(
-    `UPDATE deliveries SET state = 'PENDING', attempt_budget = attempt_budget + ?, available_at = ?, revision = revision + 1
+    `UPDATE deliveries SET state = 'PENDING', attempt_budget = attempt_budget + ?, available_at = ?, lease_until = NULL, revision = revision + 1
       WHERE id = ? AND revision = ? AND state = 'EXPIRED'`,
     [additional, now, id, expectedRevision],
   );
@@ -157,8 +157,8 @@ export function materialiseStatements(subscriptionId: string, now: Date): Statem
     {
       sql: `UPDATE subscriptions
                SET cursor_sequence = IF(ROW_COUNT() < @orbit_max_pending - @orbit_backlog, @orbit_head,
-                                        (SELECT MAX(sequence) FROM deliveries FORCE INDEX (deliveries_claim)
-                                          WHERE subscription_id = ? AND state = 'PENDING'))
+                                        (SELECT MAX(sequence) FROM deliveries FORCE INDEX (deliveries_state)
+                                          WHERE subscription_id = ? AND state = 'PENDING' AND lease_until IS NULL))
              WHERE id = ? AND ${MATERIALISE}`,
       params: [subscriptionId, subscriptionId],
     },
@@ -171,13 +171,15 @@ export type DeliveryWithEvent = DeliveryRow & { ev: EventRow };
  * The oldest claimable deliveries — PENDING and available, in sequence order — with the
  * event each carries. A plain read: the subscription's lock keeps other claims off these
  * rows; the one writer that can still reach a PENDING row (a late ACK with the latest
- * proof of a recovered lease) is caught by the lease UPDATE's guard.
+ * proof of a recovered lease) is caught by the lease UPDATE's guard. `lease_until IS
+ * NULL` is true of every PENDING row; it makes the read one key prefix of
+ * deliveries_state, whose next part is the sequence: index order, no sort (migrations/000018).
  */
 export function claimableStatement(subscriptionId: string, now: Date, limit: number): Statement {
   return {
     sql: `SELECT ${DELIVERY_COLUMNS.split(",").map((c) => `d.${c.trim()}`).join(", ")}, ${EVENT_COLUMNS}
-       FROM deliveries d JOIN result_events e ON e.id = d.event_id
-      WHERE d.subscription_id = ? AND d.state = 'PENDING' AND d.available_at <= ?
+       FROM deliveries d FORCE INDEX (deliveries_state) JOIN result_events e ON e.id = d.event_id
+      WHERE d.subscription_id = ? AND d.state = 'PENDING' AND d.lease_until IS NULL AND d.available_at <= ?
       ORDER BY d.sequence LIMIT ?`,
     params: [subscriptionId, now, limit],
   };

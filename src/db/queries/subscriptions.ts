@@ -80,13 +80,13 @@ export function claimStateStatement(id: string, q: { now: Date; readyUpTo: numbe
             COALESCE((SELECT c.revoked_at IS NOT NULL FROM credentials c WHERE c.id = s.credential_id), 1) AS credential_revoked,
             @orbit_head := COALESCE((SELECT n.head_sequence FROM namespace_streams n WHERE n.namespace_id = s.namespace_id), 0) AS head_sequence,
             @orbit_boundary := COALESCE((SELECT n.retention_boundary FROM namespace_streams n WHERE n.namespace_id = s.namespace_id), 0) AS retention_boundary,
-            EXISTS (SELECT 1 FROM deliveries d FORCE INDEX (deliveries_expiry) WHERE d.subscription_id = s.id AND d.state = 'LEASED' AND d.lease_until < ?) AS lease_expired,
+            EXISTS (SELECT 1 FROM deliveries d FORCE INDEX (deliveries_state) WHERE d.subscription_id = s.id AND d.state = 'LEASED' AND d.lease_until < ?) AS lease_expired,
             @orbit_backlog := CASE WHEN s.cursor_sequence < (SELECT n.head_sequence FROM namespace_streams n WHERE n.namespace_id = s.namespace_id)
-                  AND (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries r FORCE INDEX (deliveries_claim) WHERE r.subscription_id = ? AND r.state = 'PENDING' LIMIT ?) ready) < ?
-                 THEN (SELECT COUNT(*) FROM deliveries b FORCE INDEX (deliveries_claim) WHERE b.subscription_id = s.id AND b.state IN ('PENDING', 'LEASED', 'EXPIRED'))
+                  AND (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries r FORCE INDEX (deliveries_state) WHERE r.subscription_id = ? AND r.state = 'PENDING' LIMIT ?) ready) < ?
+                 THEN (SELECT COUNT(*) FROM deliveries b FORCE INDEX (deliveries_state) WHERE b.subscription_id = s.id AND b.state IN ('PENDING', 'LEASED', 'EXPIRED'))
             END AS backlog,
             (SELECT GROUP_CONCAT(h.session_id, ':', h.n) FROM
-              (SELECT e.session_id, COUNT(*) AS n FROM deliveries e FORCE INDEX (deliveries_expiry)
+              (SELECT e.session_id, COUNT(*) AS n FROM deliveries e FORCE INDEX (deliveries_state)
                 WHERE e.subscription_id = ? AND e.state = 'LEASED' AND e.session_id IN (?) GROUP BY e.session_id) h) AS held
        FROM subscriptions s WHERE s.id = ? FOR UPDATE`,
     params: [q.now, id, q.readyUpTo, q.readyUpTo, id, q.sessionIds, id],
