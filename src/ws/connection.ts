@@ -1,8 +1,11 @@
 // One event connection (spec §5-7): hello → welcome binds it to a subscription with a
 // server-generated session_id; then deliveries flow out (each lease durable before its
-// frame), and pings and ACKs flow in. Per connection: at most READ_QUEUE client frames
-// in processing (reading pauses beyond), at most WRITE_QUEUE frames written but not
-// flushed, and a write that takes longer than WRITE_TIMEOUT_MS closes the connection.
+// frame), and pings and ACKs flow in. Per connection: reading from the socket pauses
+// while READ_QUEUE client frames are in processing (ws still hands over the frames of a
+// chunk it has already read, so a client that packs more into one TCP segment has them
+// all handled: at most one chunk, 64 KiB, beyond the queue), at most WRITE_QUEUE frames
+// written but not flushed, and a write that takes longer than WRITE_TIMEOUT_MS closes
+// the connection.
 import type WebSocket from "ws";
 import { corkForTurn } from "../sdk/cork.js";
 import { HEARTBEAT_INTERVAL_MS, READ_QUEUE_PER_CONNECTION, WRITE_QUEUE_PER_CONNECTION, WRITE_TIMEOUT_MS } from "../config/limits.js";
