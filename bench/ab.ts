@@ -11,19 +11,18 @@ import { execFile } from "node:child_process";
 import { copyFile, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { promisify } from "node:util";
-import { parseArgs } from "node:util";
+import { parseArgs, promisify } from "node:util";
 
 const { values } = parseArgs({
   options: { a: { type: "string" }, b: { type: "string" }, rounds: { type: "string", default: "4" }, only: { type: "string", default: "orbit.drain" } },
   strict: true,
 });
-if (!values.a || !values.b) {
+const rounds = Number(values.rounds);
+if (!values.a || !values.b || !Number.isInteger(rounds) || rounds < 1) {
   process.stderr.write("usage: node dist/bench/ab.js --a DIR --b DIR [--rounds N] [--only orbit.drain,orbit.append,…]\n");
   process.exit(2);
 }
 const sides = { A: resolve(values.a), B: resolve(values.b) } as const;
-const rounds = Number(values.rounds);
 
 /**
  * The figures worth comparing, where a run has them: a measurement (a top-level key of

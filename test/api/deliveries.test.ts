@@ -231,8 +231,8 @@ describe("deliveries", function () {
     const c0 = await db.connect();
     try {
       // The claimable rows are read as `lease_until IS NULL` (migrations/000018): no PENDING row may keep one.
-      const [held] = await c0.query<any[]>("SELECT COUNT(*) AS n FROM deliveries WHERE state = 'PENDING' AND lease_until IS NOT NULL");
-      assert.equal(Number(held[0].n), 0);
+      const [stray] = await c0.query<any[]>("SELECT COUNT(*) AS n FROM deliveries WHERE state = 'PENDING' AND lease_until IS NOT NULL");
+      assert.equal(Number(stray[0].n), 0);
     } finally {
       await c0.end();
     }
