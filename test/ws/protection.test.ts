@@ -5,7 +5,8 @@ import { strict as assert } from "node:assert";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, type Client } from "../helpers/api.js";
-import { connect, type TestSocket } from "../helpers/ws.js";
+import type { Socket } from "node:net";
+import { connect, mid, type TestSocket } from "../helpers/ws.js";
 
 describe("event connections: protection and shutdown", function () {
   this.timeout(60000);
@@ -66,6 +67,67 @@ describe("event connections: protection and shutdown", function () {
       assert.ok(Date.now() < until, "the second result was delivered after the lock went");
       await new Promise((r) => setTimeout(r, 50));
     }
+  });
+
+  it("processes at most 4 frames of a connection at once (read queue); ACKs wait for their commit outside it, up to 32", async () => {
+    const sub = (await api.post("/v1/subscriptions", { name: "read-queue", queue_id: q })).json.data.subscription.id;
+    await result();
+    const s = await connect(node.url, { token: cred.token });
+    open.push(s);
+    await s.hello(sub, 1);
+    const d = await s.nextOfType("event.deliver");
+    const ack = { delivery_id: d.body!.delivery.id, epoch: d.body!.delivery.lease_epoch, lease_secret: d.body!.lease_secret };
+    const acks: string[] = [];
+    /** ACKs, then a ping, in one TCP segment, so that the server reads them in one go. */
+    const burst = (n: number): string => {
+      const socket = (s.ws as unknown as { _socket: Socket })._socket;
+      socket.cork();
+      for (let i = 0; i < n; i++) {
+        acks.push(mid());
+        s.send({ protocol_version: "1", type: "event.ack", message_id: acks[acks.length - 1], session_id: s.sessionId, body: ack });
+      }
+      const pingId = mid();
+      s.send({ protocol_version: "1", type: "events.ping", message_id: pingId, session_id: s.sessionId, body: {} });
+      socket.uncork();
+      return pingId;
+    };
+    const ackReplies = () => s.frames.filter((f) => acks.includes(f.reply_to!));
+    /** Runs `stuck` while every ACK of the delivery waits on its row lock, then lets them go. */
+    const whileLocked = async (stuck: () => Promise<void>) => {
+      const c = await db.connect();
+      try {
+        await c.query("SET SESSION innodb_lock_wait_timeout = 10");
+        await c.beginTransaction();
+        await c.query("SELECT id FROM deliveries WHERE id = ? FOR UPDATE", [d.body!.delivery.id]);
+        await stuck();
+      } finally {
+        await c.rollback();
+        await c.end();
+      }
+    };
+    // 36 ACKs and a ping at once: 32 ACKs wait for their commit without a read slot, the
+    // next 4 hold the 4 slots while they wait, and the ping waits its turn behind them.
+    let ping = "";
+    await whileLocked(async () => {
+      ping = burst(36);
+      await new Promise((r) => setTimeout(r, 700));
+      assert.deepEqual(s.frames.filter((f) => f.reply_to === ping), [], "the ping waited behind the 4 ACKs in the queue");
+      assert.deepEqual(ackReplies(), [], "no ACK answered before its commit");
+    });
+    // Once the lock goes, every frame is answered, each ACK after its commit: one of them
+    // the first ACK of the delivery, the rest replays of it.
+    const replies = await Promise.all(acks.map((id) => s.next((f) => f.reply_to === id)));
+    assert.ok(replies.every((f) => f.type === "ack"));
+    assert.equal(replies.filter((f) => f.body?.deduplicated === false).length, 1);
+    assert.ok((await s.next((f) => f.reply_to === ping)).body?.server_time, "the ping is answered");
+    // A few ACKs waiting for their commit hold no read slot: the ping behind them is answered at once.
+    acks.length = 0;
+    await whileLocked(async () => {
+      ping = burst(4);
+      assert.equal((await s.next((f) => f.reply_to === ping, 5000)).type, "ack");
+      assert.deepEqual(ackReplies(), [], "no ACK answered before its commit");
+    });
+    assert.equal((await Promise.all(acks.map((id) => s.next((f) => f.reply_to === id)))).length, 4);
   });
 
   it("closes event connections with 1001 on SIGTERM and keeps their leases", async () => {
