@@ -22,6 +22,16 @@ describe("event connections: protection and shutdown", function () {
     await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
   }
 
+  /** A new subscription with one result, and a connection of the given capacity that has received it. */
+  async function consuming(name: string, capacity: number) {
+    const sub = (await api.post("/v1/subscriptions", { name, queue_id: q })).json.data.subscription.id as string;
+    await result();
+    const s = await connect(node.url, { token: cred.token });
+    open.push(s);
+    await s.hello(sub, capacity);
+    return { sub, s, d: await s.nextOfType("event.deliver") };
+  }
+
   before(async () => {
     db = await freshDatabase("ws_protection");
     cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
@@ -36,12 +46,7 @@ describe("event connections: protection and shutdown", function () {
   });
 
   it("answers hello, ping and ACK while claims are stuck on a locked subscription", async () => {
-    const sub = (await api.post("/v1/subscriptions", { name: "stuck", queue_id: q })).json.data.subscription.id;
-    await result();
-    const s = await connect(node.url, { token: cred.token });
-    open.push(s);
-    await s.hello(sub, 2);
-    const d = await s.nextOfType("event.deliver");
+    const { sub, s, d } = await consuming("stuck", 2);
     const c = await db.connect();
     try {
       await c.query("SET SESSION innodb_lock_wait_timeout = 10");
@@ -70,12 +75,7 @@ describe("event connections: protection and shutdown", function () {
   });
 
   it("processes at most 4 frames of a connection at once (read queue); ACKs wait for their commit outside it, up to 32", async () => {
-    const sub = (await api.post("/v1/subscriptions", { name: "read-queue", queue_id: q })).json.data.subscription.id;
-    await result();
-    const s = await connect(node.url, { token: cred.token });
-    open.push(s);
-    await s.hello(sub, 1);
-    const d = await s.nextOfType("event.deliver");
+    const { s, d } = await consuming("read-queue", 1);
     const ack = { delivery_id: d.body!.delivery.id, epoch: d.body!.delivery.lease_epoch, lease_secret: d.body!.lease_secret };
     const acks: string[] = [];
     /** ACKs, then a ping, in one TCP segment, so that the server reads them in one go. */
