@@ -22,14 +22,28 @@ describe("event connections: protection and shutdown", function () {
     await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
   }
 
-  /** A new subscription with one result, and a connection of the given capacity that has received it. */
-  async function consuming(name: string, capacity: number) {
+  /** A new subscription with one result, and a connection of the given capacity (to `url`) that has received it. */
+  async function consuming(name: string, capacity: number, url = node.url) {
     const sub = (await api.post("/v1/subscriptions", { name, queue_id: q })).json.data.subscription.id as string;
     await result();
-    const s = await connect(node.url, { token: cred.token });
+    const s = await connect(url, { token: cred.token });
     open.push(s);
     await s.hello(sub, capacity);
     return { sub, s, d: await s.nextOfType("event.deliver") };
+  }
+
+  /** Runs `during` while another connection holds a row lock (`lockSql` with `id`), then lets it go. */
+  async function whileLocked(lockSql: string, id: string, during: () => Promise<void>): Promise<void> {
+    const c = await db.connect();
+    try {
+      await c.query("SET SESSION innodb_lock_wait_timeout = 10");
+      await c.beginTransaction();
+      await c.query(lockSql, [id]);
+      await during();
+    } finally {
+      await c.rollback();
+      await c.end();
+    }
   }
 
   before(async () => {
@@ -47,11 +61,8 @@ describe("event connections: protection and shutdown", function () {
 
   it("answers hello, ping and ACK while claims are stuck on a locked subscription", async () => {
     const { sub, s, d } = await consuming("stuck", 2);
-    const c = await db.connect();
-    try {
-      await c.query("SET SESSION innodb_lock_wait_timeout = 10");
-      await c.beginTransaction();
-      await c.query("SELECT id FROM subscriptions WHERE id = ? FOR UPDATE", [sub]); // every claim now waits
+    // Every claim waits on the subscription's row.
+    await whileLocked("SELECT id FROM subscriptions WHERE id = ? FOR UPDATE", sub, async () => {
       await result();
       const started = Date.now();
       const other = await connect(node.url, { token: cred.token });
@@ -61,10 +72,7 @@ describe("event connections: protection and shutdown", function () {
       assert.equal((await s.ack(d)).type, "ack");
       assert.ok(Date.now() - started < 3000, "control traffic did not wait for the claims");
       assert.equal(s.frames.filter((f) => f.type === "event.deliver").length, 1, "no claim got through the lock");
-    } finally {
-      await c.rollback();
-      await c.end();
-    }
+    });
     // The claims go on once the lock is gone: one of the two connections gets the result.
     const both = open.slice(-2);
     const count = () => both.reduce((n, x) => n + x.frames.filter((f) => f.type === "event.deliver").length, 0);
@@ -92,23 +100,12 @@ describe("event connections: protection and shutdown", function () {
       return pingId;
     };
     const ackReplies = () => s.frames.filter((f) => acks.includes(f.reply_to!));
-    /** Runs `stuck` while every ACK of the delivery waits on its row lock, then lets them go. */
-    const whileLocked = async (stuck: () => Promise<void>) => {
-      const c = await db.connect();
-      try {
-        await c.query("SET SESSION innodb_lock_wait_timeout = 10");
-        await c.beginTransaction();
-        await c.query("SELECT id FROM deliveries WHERE id = ? FOR UPDATE", [d.body!.delivery.id]);
-        await stuck();
-      } finally {
-        await c.rollback();
-        await c.end();
-      }
-    };
+    /** Every ACK of the delivery waits on its row lock during `stuck`. */
+    const acksStuck = (stuck: () => Promise<void>) => whileLocked("SELECT id FROM deliveries WHERE id = ? FOR UPDATE", d.body!.delivery.id, stuck);
     // 36 ACKs and a ping at once: 32 ACKs wait for their commit without a read slot, the
     // next 4 hold the 4 slots while they wait, and the ping waits its turn behind them.
     let ping = "";
-    await whileLocked(async () => {
+    await acksStuck(async () => {
       ping = burst(36);
       await new Promise((r) => setTimeout(r, 700));
       assert.deepEqual(s.frames.filter((f) => f.reply_to === ping), [], "the ping waited behind the 4 ACKs in the queue");
@@ -122,7 +119,7 @@ describe("event connections: protection and shutdown", function () {
     assert.ok((await s.next((f) => f.reply_to === ping)).body?.server_time, "the ping is answered");
     // A few ACKs waiting for their commit hold no read slot: the ping behind them is answered at once.
     acks.length = 0;
-    await whileLocked(async () => {
+    await acksStuck(async () => {
       ping = burst(4);
       assert.equal((await s.next((f) => f.reply_to === ping, 5000)).type, "ack");
       assert.deepEqual(ackReplies(), [], "no ACK answered before its commit");
@@ -132,12 +129,7 @@ describe("event connections: protection and shutdown", function () {
 
   it("closes event connections with 1001 on SIGTERM and keeps their leases", async () => {
     const extra = await startNode(db.url);
-    const sub = (await api.post("/v1/subscriptions", { name: "shutdown", queue_id: q })).json.data.subscription.id;
-    await result();
-    const s = await connect(extra.url, { token: cred.token });
-    open.push(s);
-    await s.hello(sub, 1);
-    const d = await s.nextOfType("event.deliver");
+    const { sub, s, d } = await consuming("shutdown", 1, extra.url);
     const code = extra.stop("SIGTERM");
     assert.equal((await s.closed).code, 1001);
     assert.equal(await code, 0);
