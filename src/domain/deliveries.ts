@@ -67,6 +67,16 @@ export async function getDelivery(
   return { delivery: toWireDelivery(d), event: toWireEvent(e) };
 }
 
+/**
+ * The scope check of a delivery write (decision 5: 404 before the body's 400): the
+ * caller's subscription, and the delivery under it. The write checks both again in its
+ * transaction.
+ */
+export async function deliveryInScope(pool: Pool, caller: Caller, subscriptionId: string, deliveryId: string): Promise<void> {
+  const s = await getSubscription(pool, caller, subscriptionId);
+  if (!(await selectDelivery(pool, s.id, deliveryId))) throw notFound();
+}
+
 export interface RetryInput {
   readonly subscriptionId: string;
   readonly deliveryId: string;

@@ -37,7 +37,7 @@ import { OrbitError } from "../wire/errors.js";
 import { encodeBase64url } from "../wire/base64url.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId } from "./identity.js";
-import { toWireEvent, type ResultEventWire } from "./result-log.js";
+import { toWireEventJson } from "./result-log.js";
 import { toWireDelivery, type DeliveryWire } from "./deliveries.js";
 import { nowMs } from "./task-state.js";
 import * as metrics from "../metrics.js";
@@ -87,7 +87,8 @@ export function secretDigest(secret: Buffer): Buffer {
 
 export interface Lease {
   readonly delivery: DeliveryWire;
-  readonly event: ResultEventWire;
+  /** The event's wire JSON (toWireEventJson): it goes into the frame as it is. */
+  readonly eventJson: string;
   /** base64url of the 32 random bytes; sent once, only its digest is stored. */
   readonly leaseSecret: string;
 }
@@ -189,14 +190,18 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
       const s = toClaimState(first[1]);
       if (!s) throw new OrbitError("NOT_FOUND");
       if (s.credential_revoked) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
+      const held = parseHeld(s.held);
+      const idle = (): ClaimOutcome => ({ paused: !s.enabled, seats: sessionIds.map((id) => ({ leases: [], held: held.get(id) ?? 0 })) });
+      // Paused: nothing was materialised (the first round trip's statements check it) and
+      // nothing is claimed, so a purged history is not this claim's to report — a paused
+      // subscription keeps its connections (spec §3, §7); the first claim after it is
+      // enabled again reports the gap.
+      if (!s.enabled) return idle();
       checkHistory(s);
       if (!deferred) counted.created = (first[2] as ResultSetHeader).affectedRows;
       // The state counts the backlog only when the log has news and few are ready: when it
       // does not, the next claim will most likely have nothing to materialise either.
       hint(r.subscriptionId, s.backlog === null);
-      const held = parseHeld(s.held);
-      const idle = (): ClaimOutcome => ({ paused: !s.enabled, seats: sessionIds.map((id) => ({ leases: [], held: held.get(id) ?? 0 })) });
-      if (!s.enabled) return idle();
       const wanted = shares(r.seats, held, Number.MAX_SAFE_INTEGER).reduce((a, b) => a + b, 0);
       let rows = toClaimable(first[first.length - 1]);
       // Round trip 2, only when needed: the materialising the first one left out (the state
@@ -243,7 +248,7 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
           const mine = granted.filter((l) => l.sessionId === seat.sessionId);
           return {
             held: (held.get(seat.sessionId) ?? 0) + mine.length,
-            leases: mine.map((l) => ({ delivery: toWireDelivery(afterLease(l.row, leaseUntil)), event: toWireEvent(l.row.ev), leaseSecret: encodeBase64url(l.secret) })),
+            leases: mine.map((l) => ({ delivery: toWireDelivery(afterLease(l.row, leaseUntil)), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) })),
           };
         }),
       };
@@ -286,7 +291,10 @@ export async function ack(
   const out = await withTransaction(
     pool,
     async (tx) => {
-      const rows = new Map((await selectProofs(tx, who.subscriptionId, proofs.map((p) => p.deliveryId))).map((r) => [r.id, r]));
+      const found = await selectProofs(tx, who.subscriptionId, who.credentialId, proofs.map((p) => p.deliveryId));
+      // Revoked while connected: no ACK of it is taken (the connection closes, spec §7).
+      if (found.revoked) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
+      const rows = new Map(found.proofs.map((r) => [r.id, r]));
       const now = nowMs();
       const fresh: string[] = [];
       const outcomes: AckOutcome[] = proofs.map((p) => {

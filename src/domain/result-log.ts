@@ -24,6 +24,7 @@ import {
   assignSequences, deleteEventsUpTo, insertEventStatement, lockStreamStatement, raiseBoundary, selectEvents, selectFirstSequenceSince,
   selectStream, unsequencedStatement, type EventRow, type StreamRow,
 } from "../db/queries/result-log.js";
+import { advanceCursorsPastPurge, lockNamespaceForPurge } from "../db/queries/subscriptions.js";
 import type { components } from "../../generated/http/openapi-types.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId } from "./identity.js";
@@ -101,6 +102,24 @@ export function toWireEvent(row: EventRow): ResultEventWire {
   return { ...e, type: e.type };
 }
 
+const json = JSON.stringify;
+
+/**
+ * A result event's wire JSON for an event.deliver frame: the text of
+ * JSON.stringify(toWireEvent(row)), with details and snapshot spliced in as stored. They
+ * are stored as JSON.stringify made them (appendEventStatement), which parsing and writing
+ * again gives back unchanged — the snapshot's result is a string of up to kilobytes,
+ * re-escaped both ways. Measured for a ~1 KiB event: 32 → 18 µs a delivery for its frame
+ * (the node spends ~0.13–0.36 ms a delivery in a drain, by the machine).
+ */
+export function toWireEventJson(row: EventRow): string {
+  if (row.sequence === null) throw new Error("an unnumbered event is not visible");
+  if (!isResultEventType(row.type)) throw new Error(`a ${row.type} event is not a result`);
+  return `{"id":${json(row.id)},"sequence":${json(row.sequence)},"type":${json(row.type)},"aggregate_kind":"task",\
+"aggregate_id":${json(row.aggregate_id)},"aggregate_revision":${json(row.aggregate_revision)},\
+"occurred_at":${json(formatTimestamp(row.occurred_at))},"details":${row.details},"snapshot":${row.snapshot}}`;
+}
+
 /** How many events one sequencer transaction numbers at most. */
 export const SEQUENCE_BATCH = 500;
 
@@ -154,14 +173,24 @@ export class PurgeError extends Error {}
 export async function purge(pool: Pool, namespaceId: string, before: bigint): Promise<{ deleted: number; boundary: string }> {
   if (before < 1n) throw new PurgeError("--before must be at least 1");
   const boundary = (before - 1n).toString();
-  // The boundary goes up first, in its own transaction, under the stream lock: from then
-  // on nobody may start reading below it; the rows are deleted afterwards in batches.
-  await withTransaction(pool, async (tx) => {
-    const s = await selectStream(tx, namespaceId, true);
-    if (!s) throw new PurgeError("no such namespace");
-    if (before - 1n > BigInt(s.head_sequence)) throw new PurgeError(`--before must be at most head + 1 (${BigInt(s.head_sequence) + 1n})`);
-    await raiseBoundary(tx, namespaceId, boundary);
-  });
+  // The boundary goes up first, in its own transaction, under the namespace's, the
+  // stream's and every subscription's lock: from then on nobody may start reading below it,
+  // and subscriptions that lose nothing to it move past it (advanceCursorsPastPurge); the
+  // rows are deleted afterwards in batches. READ COMMITTED: the cursor check's reads of
+  // the log take no gap locks in the producers' way.
+  await withTransaction(
+    pool,
+    async (tx) => {
+      await lockNamespaceForPurge(tx, namespaceId);
+      const s = await selectStream(tx, namespaceId, true);
+      if (!s) throw new PurgeError("no such namespace");
+      if (before - 1n > BigInt(s.head_sequence)) throw new PurgeError(`--before must be at most head + 1 (${BigInt(s.head_sequence) + 1n})`);
+      if (BigInt(boundary) > BigInt(s.retention_boundary)) await advanceCursorsPastPurge(tx, namespaceId, boundary);
+      await raiseBoundary(tx, namespaceId, boundary);
+    },
+    undefined,
+    "READ COMMITTED",
+  );
   let deleted = 0;
   for (;;) {
     const n = await withTransaction(pool, (tx) => deleteEventsUpTo(tx, namespaceId, boundary, 1000));

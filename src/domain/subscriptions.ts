@@ -85,12 +85,14 @@ export async function createSubscription(tx: Tx, caller: Caller, c: CreateInput)
   if (!caller.queues.has(c.queueId)) throw notFound();
   const ref = { credentialId: caller.credentialId, operation: "subscriptions.create", key: c.key };
   return idempotent(tx, { ref, content: c.canonicalBody }, async () => {
-    if ((await lockNamespaceAndCount(tx, caller.namespaceId)) >= MAX_SUBSCRIPTIONS_PER_NAMESPACE) {
-      throw new OrbitError("SUBSCRIPTION_LIMIT");
-    }
-    if (await nameTaken(tx, caller.namespaceId, c.name)) throw stateConflict(`a subscription named "${c.name}" exists in the namespace`);
+    const count = await lockNamespaceAndCount(tx, caller.namespaceId);
     // Read under the namespace lock: the head we start from is the committed head now.
+    // from_sequence first: above the head it is the body's 400, which comes before the
+    // state's 409s (decision 5).
     const { head, retentionBoundary } = await readStream(tx, caller.namespaceId);
+    const cursor = startingCursor(c.fromSequence, head, retentionBoundary);
+    if (count >= MAX_SUBSCRIPTIONS_PER_NAMESPACE) throw new OrbitError("SUBSCRIPTION_LIMIT");
+    if (await nameTaken(tx, caller.namespaceId, c.name)) throw stateConflict(`a subscription named "${c.name}" exists in the namespace`);
     const id = newId();
     const now = nowMs();
     await insertSubscription(tx, {
@@ -101,7 +103,7 @@ export async function createSubscription(tx: Tx, caller: Caller, c: CreateInput)
       queue_id: c.queueId,
       name: c.name,
       types: normaliseTypes(c.types).join(","),
-      cursor_sequence: startingCursor(c.fromSequence, head, retentionBoundary),
+      cursor_sequence: cursor,
       max_pending: c.maxPending || DEFAULT_MAX_PENDING,
       max_attempts: c.maxAttempts || DEFAULT_MAX_ATTEMPTS,
       created_at: now,

@@ -21,7 +21,7 @@ import { OrbitError, type ErrorCode } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
 import type { AckBatcher } from "./ack-batcher.js";
 import type { Claimant, ClaimScheduler } from "./claim-scheduler.js";
-import { ackFrame, deliverFrame, errorFrame, isAck, isHello, isPing, parseClientFrame, welcomeFrame } from "./frames.js";
+import { ackFrame, deliverFrameText, errorFrame, isAck, isHello, isPing, parseClientFrame, welcomeFrame } from "./frames.js";
 import type { EventAck, EventsHello, EventsPing } from "../../generated/ws/frames.js";
 import * as metrics from "../metrics.js";
 
@@ -241,7 +241,7 @@ export class EventConnection implements Claimant {
       .submit(who, { deliveryId: f.body.delivery_id, epoch: f.body.epoch, secret })
       .then(
         (outcome) => this.answerAck(f, outcome),
-        (e: unknown) => void this.dbFailure(e, f.message_id),
+        (e: unknown) => (e instanceof OrbitError && e.code !== "UNAVAILABLE" ? this.closeWithError(e.code, e.message, f.message_id) : void this.dbFailure(e, f.message_id)),
       )
       .catch((e: unknown) => this.fail(e))
       .finally(() => this.acksAwaitingCommit--);
@@ -328,7 +328,7 @@ export class EventConnection implements Claimant {
     this.paused = paused;
     for (const l of out.leases) {
       this.outstanding.set(l.delivery.id, Date.parse(l.delivery.lease_until!));
-      this.send(deliverFrame(this.sessionId, { delivery: l.delivery, event: l.event, lease_secret: l.leaseSecret }));
+      this.send(deliverFrameText(this.sessionId, l.delivery, l.eventJson, l.leaseSecret));
     }
     // A full batch may leave more to take: ask again once these frames are written (a
     // claim leaves out a connection whose write queue is still full).
@@ -350,12 +350,12 @@ export class EventConnection implements Claimant {
    * runs), and claims came fuller (31.6 of 32 instead of 29), the connections' writes
    * finishing together.
    */
-  private send(frame: object): void {
+  private send(frame: object | string): void {
     if (this.state === "closed" || this.ws.readyState !== this.ws.OPEN) return;
     corkForTurn(this.ws);
     this.pendingWrites++;
     const timer = setTimeout(() => this.terminate("write timeout"), WRITE_TIMEOUT_MS);
-    this.ws.send(JSON.stringify(frame), () => {
+    this.ws.send(typeof frame === "string" ? frame : JSON.stringify(frame), () => {
       clearTimeout(timer);
       this.pendingWrites--;
       if (this.pendingWrites === 0 && this.refillWhenFlushed) {

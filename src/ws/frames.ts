@@ -44,7 +44,9 @@ export function parseClientFrame(text: string): ParsedFrame {
   if (o.type !== "events.hello" && (typeof o.session_id !== "string" || !ID_RE.test(o.session_id))) {
     return { kind: "envelope-error", reason: "session_id" };
   }
-  if (o.body === null || typeof o.body !== "object" || Array.isArray(o.body)) return { kind: "envelope-error", reason: "body" };
+  // A body that is missing or not an object is the body's fault, not the envelope's
+  // (decision 3: an invalid hello body gets INVALID_ARGUMENT with reply_to): the
+  // validator below says so.
   if (!validateClientFrame(o)) {
     const e = validateClientFrame.errors?.[0];
     const at = e?.instancePath ? e.instancePath.replace(/^\/body\/?/, "").replace(/\//g, ".") : "body";
@@ -74,8 +76,13 @@ export function welcomeFrame(replyTo: string, body: {
   return { ...base("events.welcome"), reply_to: replyTo, session_id: body.session_id, body };
 }
 
-export function deliverFrame(sessionId: string, body: { delivery: unknown; event: unknown; lease_secret: string }) {
-  return { ...base("event.deliver"), session_id: sessionId, body };
+/**
+ * An event.deliver frame, as text: the event's JSON goes in as the claim made it
+ * (toWireEventJson). The keys and their order are those of the other frames.
+ */
+export function deliverFrameText(sessionId: string, delivery: object, eventJson: string, leaseSecret: string): string {
+  return `{"protocol_version":"1","type":"event.deliver","message_id":"${messageId()}","session_id":${JSON.stringify(sessionId)},\
+"body":{"delivery":${JSON.stringify(delivery)},"event":${eventJson},"lease_secret":${JSON.stringify(leaseSecret)}}}`;
 }
 
 export function ackFrame(replyTo: string, sessionId: string, body: Record<string, unknown>) {

@@ -186,6 +186,12 @@ describe("deliveries", function () {
       404,
       "NOT_FOUND",
     );
+    // 404 before 400 (decision 5): an unknown delivery is not found, whatever the body or key.
+    for (const [body, key] of [[{}, undefined], [{ expected_revision: "1", reason: "x", additional_attempts: 1 }, null]] as const) {
+      assertError(await api.post(`/v1/subscriptions/${a.id}/deliveries/${ID}:retry`, body, key), 404, "NOT_FOUND");
+      assertError(await api.post(`/v1/subscriptions/${b.id}/deliveries/${d.id}:retry`, body, key), 404, "NOT_FOUND");
+    }
+    assertError(await api.post(`/v1/subscriptions/${a.id}/deliveries/${d.id}:retry`, {}), 400, "INVALID_ARGUMENT");
   });
 
   it("retries only EXPIRED deliveries: PENDING again with more budget, nothing reset, audited, replay adds nothing", async () => {

@@ -135,6 +135,8 @@ describe("subscriptions", () => {
     it("keeps names unique in the namespace, and refuses queues outside the scope or actions it lacks", async () => {
       assert.equal((await create({ name: "unique-name" })).status, 201);
       assertError(await create({ name: "unique-name" }), 409, "STATE_CONFLICT");
+      // The body's 400 before the state's 409 (decision 5): from_sequence above the head.
+      assertError(await create({ name: "unique-name", from_sequence: (BigInt(await head()) + 1n).toString() }), 400, "INVALID_ARGUMENT");
       assertError(await client(node.url, peer.token).post("/v1/subscriptions", { name: "unique-name", queue_id: q }), 409, "STATE_CONFLICT");
       assertError(await create({ queue_id: ID }), 404, "NOT_FOUND");
       const other = await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true });

@@ -30,6 +30,11 @@ describe("event delivery", function () {
     return s;
   }
   const deliveries = (s: TestSocket) => s.frames.filter((f) => f.type === "event.deliver");
+  /** Once every result of the namespace is numbered, `orbit purge` below `before`. */
+  async function purge(owner: BootstrapOutput, namespace: string, before: string): Promise<void> {
+    await waitSequenced(db, owner.namespace_id);
+    assert.equal((await runCli(["purge", "--namespace", namespace, "--before", before], { ORBIT_DATABASE_URL: db.url })).code, 0);
+  }
   async function row(id: string) {
     const c = await db.connect();
     try {
@@ -267,12 +272,8 @@ describe("event delivery", function () {
     const api2 = client(node.url, other.token);
     const q = other.queues[0]!.id;
     const sub = (await api2.post("/v1/subscriptions", { name: "gap", queue_id: q, max_pending: 1 })).json.data.subscription.id;
-    for (let i = 0; i < 3; i++) {
-      const t = (await api2.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
-      await api2.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
-    }
-    await waitSequenced(db, other.namespace_id);
-    assert.equal((await runCli(["purge", "--namespace", "gap", "--before", "3"], { ORBIT_DATABASE_URL: db.url })).code, 0);
+    await cancelledResults(api2, q, 3);
+    await purge(other, "gap", "3");
     const s = await connect(node.url, { token: other.token });
     open.push(s);
     await s.hello(sub, 1);
@@ -282,6 +283,91 @@ describe("event delivery", function () {
     assert.equal(e.session_id, s.sessionId);
     assert.equal((await s.closed).code, 1008);
     assert.equal(deliveries(s).length, 0);
+    assert.equal((await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence, "0", "the cursor did not jump");
+  });
+
+  it("costs a subscription nothing when a purge takes only events it would not receive: its cursor moves past them", async () => {
+    const other = await bootstrap(db.url, { namespace: "gap-other", application: "app", queues: ["a", "b"], eventAccess: true });
+    const api2 = client(node.url, other.token);
+    const [a, b] = other.queues.map((x) => x.id) as [string, string];
+    const create = async (name: string, queue: string, types?: string[]) =>
+      (await api2.post("/v1/subscriptions", { name, queue_id: queue, ...(types ? { types } : {}) })).json.data.subscription.id as string;
+    const onA = await create("on-a", a);
+    const succeededOnB = await create("succeeded-on-b", b, ["task.succeeded"]);
+    const allOnB = await create("all-on-b", b);
+    await cancelledResults(api2, b, 2); // sequences 1 and 2, cancelled, on b
+    await purge(other, "gap-other", "3");
+    const cursor = async (sub: string) => (await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence;
+    assert.deepEqual([await cursor(onA), await cursor(succeededOnB), await cursor(allOnB)], ["2", "2", "0"], "only all-on-b lost events");
+    const [task] = await cancelledResults(api2, a, 1); // sequence 3, on a
+    const s = await connect(node.url, { token: other.token });
+    open.push(s);
+    await s.hello(onA, 1);
+    const d = await s.nextOfType("event.deliver", 5000);
+    assert.deepEqual([d.body.event.aggregate_id, d.body.event.sequence], [task, "3"]);
+    const quiet = await connect(node.url, { token: other.token });
+    open.push(quiet);
+    await quiet.hello(succeededOnB, 1);
+    await sleep(3 * LEASE_MS);
+    assert.equal((await quiet.ping()).type, "ack", "still open");
+    const lost = await connect(node.url, { token: other.token });
+    open.push(lost);
+    await lost.hello(allOnB, 1);
+    assert.equal((await lost.nextOfType("error", 5000)).error!.code, "EVENT_HISTORY_EXPIRED");
+    assert.equal(await cursor(allOnB), "0", "the cursor did not jump");
+  });
+
+  it("purges only when no claim of the namespace is in flight: a claim never materialises after the boundary moved under it", async () => {
+    const other = await bootstrap(db.url, { namespace: "gap-race", application: "app", queues: ["q"], eventAccess: true });
+    const api2 = client(node.url, other.token);
+    const sub = (await api2.post("/v1/subscriptions", { name: "race", queue_id: other.queues[0]!.id })).json.data.subscription.id;
+    await cancelledResults(api2, other.queues[0]!.id, 2);
+    await waitSequenced(db, other.namespace_id);
+    const boundary = async () => {
+      const c = await db.connect();
+      try {
+        const [[r]] = (await c.query("SELECT retention_boundary FROM namespace_streams WHERE namespace_id = ?", [other.namespace_id])) as any;
+        return String(r.retention_boundary);
+      } finally {
+        await c.end();
+      }
+    };
+    // A claim's lock on the subscription row, held as a claim holds it.
+    const claimLike = await db.connect();
+    try {
+      await claimLike.query("START TRANSACTION");
+      await claimLike.query("SELECT id FROM subscriptions WHERE id = ? FOR UPDATE", [sub]);
+      const purging = runCli(["purge", "--namespace", "gap-race", "--before", "3"], { ORBIT_DATABASE_URL: db.url });
+      await sleep(1000);
+      assert.equal(await boundary(), "0", "the purge waits for the claim");
+      await claimLike.query("COMMIT");
+      assert.equal((await purging).code, 0);
+    } finally {
+      await claimLike.end();
+    }
+    assert.equal(await boundary(), "2");
+  });
+
+  it("keeps a paused subscription's connection though its history was purged, and reports the gap once it is enabled", async () => {
+    const other = await bootstrap(db.url, { namespace: "gap-paused", application: "app", queues: ["q"], eventAccess: true });
+    const api2 = client(node.url, other.token);
+    const q = other.queues[0]!.id;
+    const sub = (await api2.post("/v1/subscriptions", { name: "gap", queue_id: q, max_pending: 1 })).json.data.subscription.id;
+    const paused = await api2.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: "1", enabled: false, reason: "maintenance" });
+    assert.equal(paused.status, 200);
+    await cancelledResults(api2, q, 3);
+    await purge(other, "gap-paused", "3");
+    const s = await connect(node.url, { token: other.token });
+    open.push(s);
+    assert.equal((await s.hello(sub, 1)).type, "events.welcome");
+    // The claim after hello and the periodic ones (every lease, 700 ms) find it paused.
+    await sleep(3 * LEASE_MS);
+    assert.equal((await s.ping()).body.enabled, false);
+    assert.deepEqual(s.frames.filter((f) => f.type === "error"), [], "no error while paused");
+    await api2.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: paused.json.data.subscription.revision, enabled: true, reason: "back" });
+    const e = await s.nextOfType("error", 5000);
+    assert.equal(e.error!.code, "EVENT_HISTORY_EXPIRED");
+    assert.equal((await s.closed).code, 1008);
     assert.equal((await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence, "0", "the cursor did not jump");
   });
 });

@@ -5,6 +5,7 @@ import net from "node:net";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, makeCredential } from "../helpers/api.js";
+import { cancelledResults } from "../helpers/fixtures.js";
 import { connect, mid, refusal, type TestSocket } from "../helpers/ws.js";
 
 const ID = "0123456789abcdef0123456789abcdef";
@@ -135,7 +136,9 @@ describe("event connections: guard and session", function () {
     });
 
     it("answers an invalid hello body with INVALID_ARGUMENT (reply_to, no session_id), then 1008", async () => {
-      for (const body of [{ subscription_id: sub, capacity: 0 }, { subscription_id: sub, capacity: 33 }, { subscription_id: "nope", capacity: 1 }, { subscription_id: sub }]) {
+      // Also a body that is not an object, or none: the envelope is valid, its body is not.
+      const bodies = [{ subscription_id: sub, capacity: 0 }, { subscription_id: sub, capacity: 33 }, { subscription_id: "nope", capacity: 1 }, { subscription_id: sub }, "x", [], null, 1, undefined];
+      for (const body of bodies) {
         const s = await conn();
         const id = mid();
         s.send({ protocol_version: "1", type: "events.hello", message_id: id, body });
@@ -224,10 +227,12 @@ describe("event connections: guard and session", function () {
     it("answers a bad command body with INVALID_ARGUMENT and keeps the connection", async () => {
       const s = await conn();
       await s.hello(sub, 1);
-      const e = await s.request({ protocol_version: "1", type: "events.ping", session_id: s.sessionId, body: { extra: 1 } });
-      assert.equal(e.type, "error");
-      assert.equal(e.error!.code, "INVALID_ARGUMENT");
-      assert.equal(e.session_id, s.sessionId);
+      for (const body of [{ extra: 1 }, "x", null]) {
+        const e = await s.request({ protocol_version: "1", type: "events.ping", session_id: s.sessionId, body });
+        assert.equal(e.type, "error");
+        assert.equal(e.error!.code, "INVALID_ARGUMENT");
+        assert.equal(e.session_id, s.sessionId);
+      }
       const bad = await s.ack({ delivery_id: ID, epoch: "1", lease_secret: "A".repeat(42) + "B" });
       assert.equal(bad.error!.code, "INVALID_ARGUMENT", "non-canonical base64url");
       assert.equal((await s.ping()).type, "ack", "still open");
@@ -244,6 +249,30 @@ describe("event connections: guard and session", function () {
       assert.equal(e.error!.code, "UNAUTHENTICATED");
       assert.equal(e.session_id, s.sessionId);
       assert.equal((await s.closed).code, 1008);
+    });
+
+    it("takes no ACK of a credential revoked while connected: UNAUTHENTICATED, close, the delivery stays LEASED", async () => {
+      const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["revoked-acks"], eventAccess: true });
+      const api = client(node.url, extra.token);
+      const mine = (await api.post("/v1/subscriptions", { name: "revoked-acks", queue_id: extra.queues[0]!.id })).json.data.subscription.id;
+      await cancelledResults(api, extra.queues[0]!.id, 1);
+      const s = await conn({ token: extra.token });
+      await s.hello(mine, 1);
+      const d = await s.nextOfType("event.deliver", 5000);
+      assert.equal((await runCli(["revoke", "--credential", extra.credential_id], { ORBIT_DATABASE_URL: db.url })).code, 0);
+      const e = await s.ack(d);
+      assert.equal(e.error!.code, "UNAUTHENTICATED");
+      assert.equal(e.session_id, s.sessionId);
+      assert.equal((await s.closed).code, 1008);
+      const c = await db.connect();
+      try {
+        const [[row]] = (await c.query("SELECT state, acknowledged_at FROM deliveries WHERE id = ?", [d.body.delivery.id])) as any;
+        assert.deepEqual([row.state, row.acknowledged_at], ["LEASED", null]);
+        const [audits] = (await c.query("SELECT id FROM audit_records WHERE delivery_id = ?", [d.body.delivery.id])) as any;
+        assert.equal(audits.length, 0, "no audit record under the revoked credential");
+      } finally {
+        await c.end();
+      }
     });
 
     it("closes a connection with no valid client frame for the idle timeout", async () => {

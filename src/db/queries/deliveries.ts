@@ -226,14 +226,21 @@ export interface ProofRow {
   revision: string;
 }
 
-/** Takes delivery ids of one subscription; returns what an ACK checks, locked. */
-export async function selectProofs(tx: Tx, subscriptionId: string, ids: readonly string[]): Promise<ProofRow[]> {
-  const [rows] = await tx.query<(ProofRow & RowDataPacket)[]>(
-    `SELECT id, subscription_id, event_id, state, lease_epoch, lease_secret_digest, acknowledged_at, revision
-       FROM deliveries WHERE subscription_id = ? AND id IN (?) FOR UPDATE`,
-    [subscriptionId, ids],
-  );
-  return rows;
+/**
+ * Takes delivery ids of one subscription and the credential that ACKs them; returns what
+ * an ACK checks, the proofs locked, and whether the credential is revoked (or gone) — an
+ * open connection's ACKs check it too, in the same round trip.
+ */
+export async function selectProofs(tx: Tx, subscriptionId: string, credentialId: string, ids: readonly string[]): Promise<{ revoked: boolean; proofs: ProofRow[] }> {
+  const [credential, proofs] = (await queryAll(tx, [
+    { sql: "SELECT revoked_at FROM credentials WHERE id = ?", params: [credentialId] },
+    {
+      sql: `SELECT id, subscription_id, event_id, state, lease_epoch, lease_secret_digest, acknowledged_at, revision
+              FROM deliveries WHERE subscription_id = ? AND id IN (?) FOR UPDATE`,
+      params: [subscriptionId, ids],
+    },
+  ])) as [RowDataPacket[], ProofRow[]];
+  return { revoked: credential.length === 0 || credential[0]!.revoked_at !== null, proofs };
 }
 
 /** The first valid ACK: ACKED with acknowledged_at; the digest stays for replays. */

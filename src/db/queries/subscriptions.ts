@@ -136,6 +136,40 @@ export async function lockNamespaceAndCount(tx: Tx, namespaceId: string): Promis
   return Number(rows[0]!.n);
 }
 
+/**
+ * A purge's hold on the namespace (domain/result-log.ts purge): its row — creates of
+ * subscriptions take turns with it (lockNamespaceAndCount), so a new one starts from the
+ * boundary as it is after the purge — and every subscription's row, so a claim in flight
+ * finishes first and every later one reads the new boundary before it materialises (a
+ * claim that read the old one could otherwise materialise after the events were deleted,
+ * missing them, and move its cursor past them).
+ */
+export async function lockNamespaceForPurge(tx: Tx, namespaceId: string): Promise<void> {
+  await tx.query("SELECT id FROM namespaces WHERE id = ? FOR UPDATE", [namespaceId]);
+  await tx.query("SELECT id FROM subscriptions WHERE namespace_id = ? FOR UPDATE", [namespaceId]);
+}
+
+/**
+ * Before a purge up to `boundary`: a subscription whose cursor is below it but none of whose
+ * events (its queue, its types) lie between the cursor and the boundary loses nothing to
+ * the purge — its cursor moves to the boundary, as materialising that stretch would have
+ * moved it (nothing to create). The others keep their cursors: their claims report the
+ * gap (EVENT_HISTORY_EXPIRED). Without this, a purge of other queues' events (or a
+ * retention sweep, while a subscription had no consumer) closed every lagging
+ * subscription of the namespace for good. Returns how many moved.
+ */
+export async function advanceCursorsPastPurge(tx: Tx, namespaceId: string, boundary: string): Promise<number> {
+  const [res] = await tx.query<import("mysql2/promise").ResultSetHeader>(
+    `UPDATE subscriptions s SET s.cursor_sequence = ?
+      WHERE s.namespace_id = ? AND s.cursor_sequence < ?
+        AND NOT EXISTS (SELECT 1 FROM result_events e FORCE INDEX (result_events_queue)
+                         WHERE e.namespace_id = s.namespace_id AND e.queue_id = s.queue_id
+                           AND e.sequence > s.cursor_sequence AND e.sequence <= ? AND FIND_IN_SET(e.type, s.types))`,
+    [boundary, namespaceId, boundary, boundary],
+  );
+  return res.affectedRows;
+}
+
 export async function nameTaken(tx: Tx, namespaceId: string, name: string): Promise<boolean> {
   const [rows] = await tx.query<RowDataPacket[]>("SELECT 1 FROM subscriptions WHERE namespace_id = ? AND name = ?", [namespaceId, name]);
   return rows.length > 0;

@@ -2,7 +2,7 @@
 // then the body (400), then idempotency and state (409) inside one transaction.
 import type { Handler } from "../../../generated/http/routes.js";
 import { answered, created, inTransaction } from "./receipts.js";
-import { getDelivery, listDeliveries, retry } from "../../domain/deliveries.js";
+import { deliveryInScope, getDelivery, listDeliveries, retry } from "../../domain/deliveries.js";
 import {
   configureSubscription as configure, createSubscription as create, getSubscription as readSubscription,
   listSubscriptions as list, toWireSubscription,
@@ -77,7 +77,7 @@ export const getEventDelivery: Handler<"getEventDelivery", HandlerContext> = asy
 
 export const retryEventDelivery: Handler<"retryEventDelivery", HandlerContext> = async (req, ctx) => {
   const caller = ctx.caller();
-  await readSubscription(ctx.pool, caller, req.path.id);
+  await deliveryInScope(ctx.pool, caller, req.path.id, req.path.delivery_id);
   const body = await req.body();
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
