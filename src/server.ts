@@ -31,6 +31,14 @@ export interface StartOptions {
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
+/** The node could not bind its listener (a port in use, a host it does not have). */
+export class ListenError extends Error {
+  constructor(host: string, port: number, cause: unknown) {
+    const code = (cause as { code?: unknown })?.code;
+    super(`cannot listen on ${host}:${port}: ${code === "EADDRINUSE" ? "the address is in use" : String(code ?? cause)}`);
+  }
+}
+
 export async function startServer(config: Config, log: Logger, opts: StartOptions): Promise<RunningServer> {
   parseDatabaseUrl(config.databaseUrl);
   if (opts.migrate) {
@@ -82,10 +90,19 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     idleTimeoutMs: config.idleTimeoutMs,
   });
   server.on("upgrade", (req, socket, head) => void hub.handleUpgrade(req, socket, head));
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
+  const closePools = () => Promise.all([claimPool.end(), ackPool.end(), sequencerPool.end(), pool.end()]);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(config.port, config.host, () => resolve());
+    });
+  } catch (e) {
+    // Nothing may keep the process alive (the hub's head poll, the pools): a node that
+    // cannot listen exits at once, saying why, instead of running and serving nothing.
+    await hub.close();
+    await closePools();
+    throw new ListenError(config.host, config.port, e);
+  }
   const port = (server.address() as AddressInfo).port;
   const background = startBackground(pool, services, log, config.retentionMs);
   log.log("info", "listening", { host: config.host, port, max_body_bytes: MAX_BODY_BYTES });
@@ -98,20 +115,21 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     close(graceMs = SHUTDOWN_GRACE_MS) {
       closed ??= (async () => {
         closing = true;
+        // Stop accepting first (spec: "stops accepting, closes event connections …"):
+        // no new connection is taken while the event connections close (up to 2 s);
+        // requests on open keep-alive connections are answered with Connection: close.
+        const done = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
         // Long-polling claims answer 204 now rather than hold the shutdown up.
         services.queueSignals.close();
         // Event connections: claims and ACKs in flight finish, then 1001.
         await hub.close();
-        const done = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
         await done;
         clearTimeout(timer);
         await background.stop();
-        await claimPool.end();
-        await ackPool.end();
-        await sequencerPool.end();
-        await pool.end();
+        await closePools();
         log.log("info", "stopped");
       })();
       return closed;

@@ -5,7 +5,7 @@
 // all inside the 8 s management deadline. A handler never touches ctx: it returns
 // {status, data} and this module writes the envelope.
 import Router from "@koa/router";
-import type { Context } from "koa";
+import type { Context, Next } from "koa";
 import { ROUTES, type HandlerRequest, type HttpOperationId, type Implementation, type RouteSpec } from "../../generated/http/routes.js";
 import { authenticate, requireAction, isAction, type Caller } from "../domain/identity.js";
 import type { Pool } from "../db/types.js";
@@ -41,6 +41,25 @@ export interface RouterDeps {
 
 /** Idempotency keys: 1–128 printable ASCII, no leading or trailing space (spec §2). */
 const IDEMPOTENCY_KEY_RE = /^[\x21-\x7E](?:[\x20-\x7E]{0,126}[\x21-\x7E])?$/;
+
+/**
+ * After the router: a known path asked with a method it does not serve — any method,
+ * OPTIONS and TRACE included — is 405 METHOD_NOT_ALLOWED with Allow, in the envelope
+ * (requestContext). @koa/router's allowedMethods answers OPTIONS 200 with an empty
+ * plain-text body and methods it does not know 501; Orbit serves no CORS preflight (its
+ * clients are not browsers) and never answers 501 (openapi.yaml).
+ */
+export function methodNotAllowed() {
+  return async function methodNotAllowedMiddleware(ctx: Context, next: Next): Promise<void> {
+    await next();
+    if (ctx.body != null || ctx.status !== 404) return;
+    const layers = (ctx as Context & { matched?: { methods: string[] }[] }).matched ?? [];
+    const allow = [...new Set(layers.flatMap((l) => l.methods))];
+    if (allow.length === 0) return;
+    ctx.set("Allow", allow.join(", "));
+    ctx.status = 405;
+  };
+}
 
 export function buildRouter(deps: RouterDeps): Router {
   const router = new Router();
@@ -81,7 +100,8 @@ async function runOperation(ctx: Context, route: RouteSpec, deps: RouterDeps): P
 /**
  * The management deadline (8 s). A worker claim may long-poll up to 20 s on purpose, so
  * its deadline is the longest wait plus the same 8 s; the claim bounds its own wait by
- * the wait_ms it was given (openapi.yaml: "wait_ms + 8 s").
+ * the wait_ms it was given (openapi.yaml: 28 s whatever its wait_ms — the body is not read
+ * yet when the deadline starts).
  */
 function deadlineMs(route: RouteSpec, requestTimeoutMs: number): number {
   return route.operationId === "claimTask" ? requestTimeoutMs + MAX_CLAIM_WAIT_MS : requestTimeoutMs;

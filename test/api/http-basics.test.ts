@@ -77,6 +77,12 @@ describe("HTTP basics", () => {
       assertError(res, 405, "METHOD_NOT_ALLOWED");
       assert.match(String(res.headers.allow), /GET/);
       assertError(await call({ method: "POST", path: "/v1/credential" }), 405, "METHOD_NOT_ALLOWED");
+      // Any method: OPTIONS (no CORS preflight is served) and TRACE too, never 200 or 501.
+      for (const method of ["OPTIONS", "TRACE", "PATCH"]) {
+        const other = await call({ method, path: "/v1/tasks" });
+        assertError(other, 405, "METHOD_NOT_ALLOWED");
+        assert.equal(other.headers.allow, "POST", method);
+      }
       // "{id}:configure" read as a subscription id cannot exist: 404, like any bad id.
       assertError(await call({ method: "GET", path: `/v1/subscriptions/${ID}:configure` }), 404, "NOT_FOUND");
     });

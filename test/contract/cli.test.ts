@@ -1,5 +1,6 @@
 // Every `orbit` command has --help, and a wrong option is a usage error (exit 2).
 import { strict as assert } from "node:assert";
+import net from "node:net";
 import { runCli } from "../helpers/orbit.js";
 
 describe("orbit CLI", () => {
@@ -24,6 +25,21 @@ describe("orbit CLI", () => {
     const bad = await runCli(["frobnicate"]);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /unknown command/);
+  });
+
+  it("orbit serve exits 1 at once when its address is in use, saying so", async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (taken.address() as net.AddressInfo).port;
+      // --no-migrate and a database nobody opens: the listener fails before any query.
+      const res = await runCli(["serve", "--no-migrate"], { ORBIT_PORT: String(port), ORBIT_DATABASE_URL: "mysql://root@127.0.0.1:3306/orbit_never_opened" });
+      assert.equal(res.code, 1);
+      assert.match(res.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: the address is in use`));
+      assert.doesNotMatch(res.stderr, /database error/);
+    } finally {
+      taken.close();
+    }
   });
 
   it("orbit serve refuses bad configuration with a clear message", async () => {

@@ -127,6 +127,21 @@ describe("event connections: protection and shutdown", function () {
     assert.equal((await Promise.all(acks.map((id) => s.next((f) => f.reply_to === id)))).length, 4);
   });
 
+  it("stops accepting on SIGTERM before it closes event connections", async () => {
+    const extra = await startNode(db.url);
+    const { s } = await consuming("stop-accepting", 1, extra.url);
+    // A consumer that does not read: its close handshake holds the shutdown up (2 s at most).
+    (s.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    const code = extra.stop("SIGTERM");
+    await new Promise((r) => setTimeout(r, 500));
+    const refused = await fetch(`${extra.url}/v1/health`).then(
+      (r) => `answered ${r.status}`,
+      (e: Error & { cause?: { code?: string } }) => e.cause?.code,
+    );
+    assert.equal(refused, "ECONNREFUSED", "no new connection while event connections close");
+    assert.equal(await code, 0);
+  });
+
   it("closes event connections with 1001 on SIGTERM and keeps their leases", async () => {
     const extra = await startNode(db.url);
     const { sub, s, d } = await consuming("shutdown", 1, extra.url);
