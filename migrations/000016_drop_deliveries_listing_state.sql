@@ -4,4 +4,6 @@
 -- A page of ACKED deliveries reads deliveries_listing and passes over the backlog (at
 -- most max_pending <= 1000 rows); a page of PENDING, LEASED or EXPIRED reads those rows
 -- through deliveries_claim, and they are the backlog itself (src/db/queries/deliveries.ts).
+-- Applied once deliveries_listing_state is gone.
+-- applied-when: SELECT NOT EXISTS (SELECT 1 FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'deliveries' AND index_name = 'deliveries_listing_state')
 ALTER TABLE deliveries DROP INDEX deliveries_listing_state;

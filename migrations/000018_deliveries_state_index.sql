@@ -8,6 +8,8 @@
 -- `lease_until IS NULL`, still come in index order, no sort (EXPLAIN: ref on the three
 -- key parts, no filesort), and the expired leases are still one range. One entry fewer
 -- rewritten per lease, ACK and recovery (bench/README.md).
+-- Applied once deliveries_state exists (the ALTER is atomic: its drops too).
+-- applied-when: SELECT EXISTS (SELECT 1 FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'deliveries' AND index_name = 'deliveries_state' GROUP BY index_name HAVING GROUP_CONCAT(column_name ORDER BY seq_in_index) = 'subscription_id,state,lease_until,sequence,session_id')
 ALTER TABLE deliveries
   DROP INDEX deliveries_claim,
   DROP INDEX deliveries_expiry,

@@ -43,7 +43,11 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   parseDatabaseUrl(config.databaseUrl);
   if (opts.migrate) {
     const res = await migrate(config.databaseUrl);
-    log.log("info", "migrated", { applied: res.applied.length, current: res.current });
+    log.log("info", "migrated", {
+      applied: res.applied.length,
+      recovered: res.recovered.length,
+      current: res.current,
+    });
   }
   const pool = createPool(config.databaseUrl, config.dbPoolSize);
   let closing = false;

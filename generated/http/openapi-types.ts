@@ -477,7 +477,7 @@ export interface components {
          */
         Name: string;
         /**
-         * @description An audited reason: a non-empty string of at most 1024 Unicode characters (code points).
+         * @description A reason: a non-empty string of at most 1024 Unicode characters (code points). **Orbit's choice:** a subscription configure's and a delivery retry's reason goes into its audit record; a task cancel's or resolve's, and a requeue's, is kept only with the call itself (its idempotency record, or its attempt for the identical-repeat rule) and no read shows it — the event's `details.reason` is the transition's code (e.g. `CANCEL_REQUESTED`).
          * @example receiver maintenance
          */
         Reason: string;
@@ -786,7 +786,7 @@ export interface components {
             outcome: "succeeded" | "failed" | "needs_review";
             /** @description Optional result; kept as the raw JSON text sent. */
             result?: components["schemas"]["JsonValue"];
-            /** @description Optional error description for operators (1-1024 Unicode characters). */
+            /** @description Optional error description (1-1024 Unicode characters). **Orbit's choice:** kept with the attempt (for the identical-repeat rule) and shown by no read; the event's `details.reason` is `WORKER_FAILED`. */
             error?: string;
         };
         RequeueAttemptRequest: {

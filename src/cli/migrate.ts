@@ -13,6 +13,8 @@ database that is newer than this code.
 export async function runMigrate(argv: string[]): Promise<number> {
   if (!parse(argv, {}, HELP)) return 0;
   const res = await migrate(loadConfig().databaseUrl);
-  process.stdout.write(`migrated: applied ${res.applied.length}, now at ${res.current}\n`);
+  // Recovered: found in effect after a crash between their DDL and their ledger row.
+  const recovered = res.recovered.length > 0 ? `, recorded ${res.recovered.length} already in effect` : "";
+  process.stdout.write(`migrated: applied ${res.applied.length}${recovered}, now at ${res.current}\n`);
   return 0;
 }

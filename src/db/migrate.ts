@@ -1,10 +1,21 @@
 // Applies the numbered SQL files in migrations/ once each, in order, recording each in
 // a ledger table. Several nodes may start at once: the runner holds a named database
 // lock (GET_LOCK) for the whole run, because MySQL DDL commits implicitly and cannot sit
-// inside one transaction with its ledger row. Each file holds one DDL statement written
-// to be re-runnable (IF NOT EXISTS), so a crash between the DDL and its ledger row is
-// repaired by the next run. A database that has migrations this code does not know is
-// refused: an older node must not serve a newer schema.
+// inside one transaction with its ledger row. So a node killed between a file's DDL and
+// its ledger row leaves that DDL in effect, unrecorded; the next run must repair this,
+// which each file allows in one of two ways:
+//   - its statement is re-runnable as it stands (CREATE TABLE IF NOT EXISTS: 000001-14);
+//   - or it carries a header line `-- applied-when: SELECT …`, one query on
+//     information_schema answering 1 once the DDL has taken effect and 0 before it
+//     (given the earlier files applied and the later ones not, the only state a crash
+//     leaves: the runner never starts a file before the previous one is recorded). For
+//     index changes (000015-18) there is no other way: MySQL 8 has no ADD INDEX IF NOT
+//     EXISTS or DROP INDEX IF EXISTS. An ALTER is atomic (InnoDB, MySQL 8 and MariaDB
+//     10.6+), so after a crash it has taken effect entirely or not at all.
+// For a file not in the ledger, the runner asks its check first: on 1 it only writes the
+// ledger row; on 0 it runs the DDL; anything else (an error, no row, NULL) stops the run,
+// naming the file, rather than guess. A database that has migrations this code does not
+// know is refused: an older node must not serve a newer schema.
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import mysql from "mysql2/promise";
@@ -16,7 +27,11 @@ export interface Migration {
   readonly version: number;
   readonly name: string;
   readonly sql: string;
+  /** The `-- applied-when:` query: 1 once this file's DDL has taken effect, else 0. */
+  readonly appliedWhen?: string;
 }
+
+const APPLIED_WHEN = "-- applied-when:";
 
 const LOCK_NAME = "orbit.migrate";
 const LOCK_TIMEOUT_S = 60;
@@ -31,13 +46,32 @@ export async function loadMigrations(dir: string = MIGRATIONS_DIR): Promise<Migr
     if (!m) throw new Error(`migration file name must be NNNNNN_name.sql: ${file}`);
     const version = Number(m[1]);
     if (version !== out.length + 1) throw new Error(`migrations must be numbered without gaps: ${file}`);
-    out.push({ version, name: m[2]!, sql: await readFile(path.join(dir, file), "utf8") });
+    const sql = await readFile(path.join(dir, file), "utf8");
+    out.push({ version, name: m[2]!, sql, ...appliedWhenOf(sql, file) });
   }
   return out;
 }
 
+/** The file's `-- applied-when:` check, looked for in its leading comment lines only. */
+function appliedWhenOf(sql: string, file: string): { appliedWhen?: string } {
+  const header: string[] = [];
+  for (const line of sql.split("\n")) {
+    if (!line.startsWith("--")) break;
+    header.push(line);
+  }
+  const checks = header.filter((l) => l.startsWith(APPLIED_WHEN)).map((l) => l.slice(APPLIED_WHEN.length).trim());
+  if (checks.length === 0) return {};
+  if (checks.length > 1 || !/^SELECT\s/i.test(checks[0]!)) {
+    throw new Error(`migration ${file}: its header must hold at most one "${APPLIED_WHEN} SELECT …" line`);
+  }
+  return { appliedWhen: checks[0]! };
+}
+
 export interface MigrateResult {
+  /** Versions whose DDL this run executed. */
   readonly applied: number[];
+  /** Versions found already in effect (a crash after their DDL): only recorded now. */
+  readonly recovered: number[];
   readonly current: number;
 }
 
@@ -74,16 +108,45 @@ async function applyPending(conn: mysql.Connection, all: Migration[]): Promise<M
     throw new Error(`the database is at migration ${newest}, newer than this code (${all.length}); refusing to run`);
   }
   const applied: number[] = [];
+  const recovered: number[] = [];
   for (const m of all) {
     if (done.has(m.version)) continue;
-    await conn.query(m.sql);
+    if (await alreadyInEffect(conn, m)) {
+      recovered.push(m.version);
+    } else {
+      await conn.query(m.sql);
+      applied.push(m.version);
+    }
     await conn.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(3))", [
       m.version,
       m.name,
     ]);
-    applied.push(m.version);
   }
-  return { applied, current: all.length };
+  return { applied, recovered, current: all.length };
+}
+
+/**
+ * Whether an unrecorded migration's DDL has already taken effect, by its applied-when
+ * check (false without one: its statement is re-runnable). Only an answer of exactly one
+ * row holding 0 or 1 counts: a check that errs or answers otherwise stops the run, since
+ * guessing "applied" would skip the DDL for good.
+ */
+async function alreadyInEffect(conn: mysql.Connection, m: Migration): Promise<boolean> {
+  if (m.appliedWhen === undefined) return false;
+  const label = `migration ${String(m.version).padStart(6, "0")}_${m.name}`;
+  let rows: unknown[][];
+  try {
+    // As arrays: rows as objects would merge two columns of the same name into one.
+    [rows] = await conn.query<RowDataPacket[][]>({ sql: m.appliedWhen, rowsAsArray: true });
+  } catch (err) {
+    throw new Error(`${label}: its applied-when check failed: ${(err as Error).message}`, { cause: err });
+  }
+  const values = rows.length === 1 ? rows[0]! : [];
+  const answer = values.length === 1 && values[0] !== null ? Number(values[0]) : NaN;
+  if (answer !== 0 && answer !== 1) {
+    throw new Error(`${label}: its applied-when check must answer one row holding 0 or 1`);
+  }
+  return answer === 1;
 }
 
 /** The newest migration recorded in the database (0 before the first run). */

@@ -24,10 +24,18 @@ export async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
   if (declared > MAX_BODY_BYTES) throw new OrbitError("PAYLOAD_TOO_LARGE");
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw new OrbitError("PAYLOAD_TOO_LARGE");
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) throw new OrbitError("PAYLOAD_TOO_LARGE");
+      chunks.push(chunk);
+    }
+  } catch (e) {
+    // A client that drops its upload: its socket's ECONNRESET is the client's, not the
+    // database's — without this it was counted as a database outage (503, and a worker
+    // call's whole batch rolled back). Nobody reads the answer; it only must be right.
+    if (e instanceof OrbitError) throw e;
+    throw invalidArgument("the request body was cut off");
   }
   let text: string;
   try {

@@ -2,6 +2,7 @@
 // credential revocation reaching open event connections at their next claim.
 import { strict as assert } from "node:assert";
 import { readdirSync } from "node:fs";
+import net from "node:net";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, type Client } from "../helpers/api.js";
@@ -25,6 +26,25 @@ describe("operating a node", function () {
   after(async () => {
     await node?.stop();
     await db?.drop();
+  });
+
+  it("counts a client that drops its upload as the client's doing, not a database failure", async () => {
+    const unavailable = async () => {
+      const m = (await request(node.url, { path: "/metrics" })).text;
+      return Number(/^orbit_database_errors_total\{kind="unavailable"\} (\d+)/m.exec(m)?.[1] ?? 0);
+    };
+    const before = await unavailable();
+    const { port } = new URL(node.url);
+    for (const path of ["/v1/tasks", `/v1/worker/attempts/${"0".repeat(32)}:complete`]) {
+      const socket = net.connect(Number(port), "127.0.0.1");
+      await new Promise((r) => socket.once("connect", r));
+      socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${cred.token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"queue_id":`);
+      await new Promise((r) => setTimeout(r, 200));
+      socket.resetAndDestroy();
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await unavailable(), before);
+    assert.equal((await api.get(`/v1/tasks/${"0".repeat(32)}`)).status, 404, "the node serves on");
   });
 
   it("answers /healthz while the process is up, without a token", async () => {

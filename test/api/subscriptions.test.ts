@@ -139,6 +139,8 @@ describe("subscriptions", () => {
       assertError(await create({ name: "unique-name", from_sequence: (BigInt(await head()) + 1n).toString() }), 400, "INVALID_ARGUMENT");
       assertError(await client(node.url, peer.token).post("/v1/subscriptions", { name: "unique-name", queue_id: q }), 409, "STATE_CONFLICT");
       assertError(await create({ queue_id: ID }), 404, "NOT_FOUND");
+      // 404 before the Idempotency-Key's 400 (openapi order).
+      assertError(await api.post("/v1/subscriptions", { name: "no-key", queue_id: ID }, null), 404, "NOT_FOUND");
       const other = await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true });
       assertError(await create({ queue_id: other.queues[0]!.id }), 404, "NOT_FOUND");
       const tasksOnly = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });

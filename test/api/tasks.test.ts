@@ -127,6 +127,9 @@ describe("tasks", () => {
     it("answers 404 for a queue outside the credential's scope and 403 without tasks:submit", async () => {
       assertError(await client(node.url, other.token).post("/v1/tasks", { queue_id: q, input: 1 }), 404, "NOT_FOUND");
       assertError(await submit({ queue_id: ID, input: 1 }), 404, "NOT_FOUND");
+      // The body's queue is the scope: 404 before the Idempotency-Key's 400 (openapi order).
+      assertError(await api.post("/v1/tasks", { queue_id: ID, input: 1 }, null), 404, "NOT_FOUND");
+      assertError(await api.post("/v1/tasks", { queue_id: q, input: 1 }, null), 400, "INVALID_ARGUMENT");
       const reader = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["tasks:read"], queueIds: [q] });
       const res = await client(node.url, reader.token).post("/v1/tasks", { queue_id: q, input: 1 });
       assertError(res, 403, "PERMISSION_DENIED");

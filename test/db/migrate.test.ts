@@ -1,8 +1,12 @@
-// Migrations: applied once each, in order, safely from several processes at once, and a
-// database newer than the code is refused.
+// Migrations: applied once each, in order, safely from several processes at once, a
+// database newer than the code is refused, and a crash between a DDL and its ledger row
+// is repaired by the next run.
 import { strict as assert } from "node:assert";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
-import { loadMigrations, migrate } from "../../src/db/migrate.js";
+import { loadMigrations, migrate, type Migration } from "../../src/db/migrate.js";
 import { runCli } from "../helpers/orbit.js";
 
 describe("orbit migrate", () => {
@@ -73,5 +77,155 @@ describe("orbit migrate", () => {
     const res = await runCli(["migrate"], { ORBIT_DATABASE_URL: "postgres://x/y" });
     assert.equal(res.code, 1);
     assert.match(res.stderr, /mysql:\/\//);
+  });
+});
+
+/** SHOW CREATE TABLE deliveries: the table every applied-when migration changes. */
+async function deliveriesSchema(db: TestDatabase): Promise<string> {
+  const c = await db.connect();
+  try {
+    const [rows] = await c.query<any[]>("SHOW CREATE TABLE deliveries");
+    return String(rows[0]["Create Table"]);
+  } finally {
+    await c.end();
+  }
+}
+
+async function ledger(db: TestDatabase): Promise<number[]> {
+  const c = await db.connect();
+  try {
+    const [rows] = await c.query<any[]>("SELECT version FROM schema_migrations ORDER BY version");
+    return rows.map((r) => Number(r.version));
+  } finally {
+    await c.end();
+  }
+}
+
+async function checkAnswer(db: TestDatabase, m: Migration): Promise<number> {
+  assert.ok(m.appliedWhen, `migration ${m.version} has an applied-when check`);
+  const c = await db.connect();
+  try {
+    const [rows] = await c.query<any[]>(m.appliedWhen);
+    return Number(Object.values(rows[0])[0]);
+  } finally {
+    await c.end();
+  }
+}
+
+// The migrations that are not re-runnable as they stand (index changes, 000015-18).
+const CHECKED = [15, 16, 17, 18];
+
+describe("orbit migrate after a crash between a DDL and its ledger row", () => {
+  let all: Migration[];
+  let checked: Migration[];
+  let reference: string;
+  let db: TestDatabase;
+  before(async () => {
+    all = await loadMigrations();
+    checked = CHECKED.map((v) => all[v - 1]!);
+    db = await freshDatabase("migrate_crash");
+    // The reference schema: every DDL run unconditionally, no check consulted.
+    await migrate(db.url, all.map(({ version, name, sql }) => ({ version, name, sql })));
+    reference = await deliveriesSchema(db);
+  });
+  after(async () => {
+    await db.drop();
+  });
+
+  it("every migration is re-runnable as it stands or carries an applied-when check", () => {
+    for (const m of all) {
+      const statement = m.sql.replace(/^--.*$/gm, "").trim();
+      const rerunnable = /^CREATE TABLE IF NOT EXISTS /i.test(statement);
+      assert.ok(rerunnable !== (m.appliedWhen !== undefined), `migration ${m.version}: exactly one of the two`);
+    }
+    assert.deepEqual(all.filter((m) => m.appliedWhen !== undefined).map((m) => m.version), CHECKED);
+  });
+
+  it("each check answers 0 right before its migration's DDL and 1 right after", async () => {
+    for (const m of checked) {
+      await db.drop();
+      await migrate(db.url, all.slice(0, m.version - 1));
+      assert.equal(await checkAnswer(db, m), 0, `migration ${m.version} before its DDL`);
+      await migrate(db.url, all.slice(0, m.version));
+      assert.equal(await checkAnswer(db, m), 1, `migration ${m.version} after its DDL`);
+    }
+  });
+
+  it("the next run records a migration whose DDL took effect, and applies the rest", async () => {
+    for (const m of checked) {
+      // The state a crash leaves: 1..N-1 recorded, N's DDL done but unrecorded, N+1.. never run.
+      await db.drop();
+      await migrate(db.url, all.slice(0, m.version));
+      const c = await db.connect();
+      try {
+        await c.query("DELETE FROM schema_migrations WHERE version = ?", [m.version]);
+      } finally {
+        await c.end();
+      }
+      const res = await migrate(db.url);
+      assert.deepEqual(res.recovered, [m.version], `migration ${m.version} recovered`);
+      assert.deepEqual(res.applied, all.slice(m.version).map((x) => x.version));
+      assert.deepEqual(await ledger(db), all.map((x) => x.version), "every version recorded once");
+      assert.equal(await deliveriesSchema(db), reference, `schema after recovering ${m.version}`);
+      assert.deepEqual((await migrate(db.url)).applied, [], "a further run applies nothing");
+    }
+  });
+
+  it("orbit migrate exits 0 on a database whose newest ledger row is missing", async () => {
+    await db.drop();
+    await migrate(db.url);
+    const c = await db.connect();
+    try {
+      await c.query("DELETE FROM schema_migrations WHERE version = ?", [all.length]);
+    } finally {
+      await c.end();
+    }
+    const res = await runCli(["migrate"], { ORBIT_DATABASE_URL: db.url });
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /applied 0, recorded 1 already in effect, now at /);
+    assert.deepEqual(await ledger(db), all.map((x) => x.version));
+    assert.equal(await deliveriesSchema(db), reference);
+  });
+
+  it("a check that errs or answers anything but one row of 0 or 1 stops the run, naming the file", async () => {
+    await db.drop();
+    await migrate(db.url);
+    const next = (appliedWhen: string): Migration[] => [
+      ...all,
+      {
+        version: all.length + 1,
+        name: "bad_check",
+        sql: "ALTER TABLE deliveries ADD INDEX deliveries_bad (event_id)",
+        appliedWhen,
+      },
+    ];
+    const label = `migration ${String(all.length + 1).padStart(6, "0")}_bad_check`;
+    await assert.rejects(
+      migrate(db.url, next("SELECT EXISTS (SELECT 1 FROM information_schema.no_such_table)")),
+      (err: Error) => err.message.startsWith(`${label}: its applied-when check failed: `),
+    );
+    const unclear = { message: `${label}: its applied-when check must answer one row holding 0 or 1` };
+    for (const answer of ["SELECT 1 FROM DUAL WHERE FALSE", "SELECT NULL", "SELECT 2", "SELECT 1, 1", "SELECT 1 UNION SELECT 0"]) {
+      await assert.rejects(migrate(db.url, next(answer)), unclear, answer);
+    }
+    assert.deepEqual(await ledger(db), all.map((x) => x.version), "nothing recorded");
+    assert.equal(await deliveriesSchema(db), reference, "the DDL did not run");
+  });
+
+  it("refuses a file whose header holds a malformed or second applied-when line", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "orbit-migrations-"));
+    try {
+      const file = path.join(dir, "000001_bad.sql");
+      const headers = ["-- applied-when: DROP TABLE t", "-- applied-when:", "-- applied-when: SELECT 1\n-- applied-when: SELECT 0"];
+      for (const header of headers) {
+        await writeFile(file, `${header}\nALTER TABLE t ADD INDEX i (c);\n`);
+        await assert.rejects(loadMigrations(dir), /000001_bad\.sql: its header must hold at most one/, header);
+      }
+      // Below the header it is SQL, not a check.
+      await writeFile(file, "-- why\nALTER TABLE t ADD INDEX i (c);\n-- applied-when: SELECT 1\n");
+      assert.equal((await loadMigrations(dir))[0]!.appliedWhen, undefined);
+    } finally {
+      await rm(dir, { recursive: true });
+    }
   });
 });
