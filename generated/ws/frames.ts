@@ -132,9 +132,10 @@ export type Uint64String = string;
  * - IDEMPOTENCY_CONFLICT: HTTP 409. The Idempotency-Key was already used for this operation kind
  *   by this credential with different content.
  * - SUBSCRIPTION_LIMIT: HTTP 409. The namespace already has 64 subscriptions.
- * - EVENT_HISTORY_EXPIRED: HTTP 410. from_sequence is earlier than the retention boundary.
- *   WebSocket: a claim that finds a purged history gap reports it and closes; Orbit never skips
- *   ahead silently.
+ * - EVENT_HISTORY_EXPIRED: HTTP 410. from_sequence is earlier than the retention boundary, or
+ *   (Orbit) the event of an ACKED delivery asked for by getEventDelivery was purged. WebSocket:
+ *   a claim that finds a purged history gap reports it and closes; Orbit never skips ahead
+ *   silently.
  * - DELIVERY_LEASE_LOST: WebSocket only (never an HTTP status). The ACK proof was replaced by a
  *   newer epoch, is invalid, or names a delivery outside the connection's subscription. The
  *   connection stays.
