@@ -21,7 +21,7 @@ import { OrbitError, type ErrorCode } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
 import type { AckBatcher } from "./ack-batcher.js";
 import type { Claimant, ClaimScheduler } from "./claim-scheduler.js";
-import { ackFrame, deliverFrameText, errorFrame, isAck, isHello, isPing, parseClientFrame, welcomeFrame } from "./frames.js";
+import { ackFrame, ackReceiptText, deliverFrameText, errorFrame, isAck, isHello, isPing, parseClientFrame, welcomeFrame } from "./frames.js";
 import type { EventAck, EventsHello, EventsPing } from "../../generated/ws/frames.js";
 import * as metrics from "../metrics.js";
 
@@ -256,7 +256,7 @@ export class EventConnection implements Claimant {
       return;
     }
     this.send(
-      ackFrame(f.message_id, this.sessionId, {
+      ackReceiptText(f.message_id, this.sessionId, {
         delivery_id: outcome.deliveryId,
         event_id: outcome.eventId,
         epoch: outcome.epoch,

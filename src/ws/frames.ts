@@ -27,7 +27,32 @@ export type ParsedFrame =
   | { readonly kind: "body-error"; readonly type: string; readonly messageId: string; readonly sessionId?: string; readonly reason: string }
   | { readonly kind: "frame"; readonly frame: ClientFrame };
 
+/**
+ * An event.ack exactly as Orbit's SDK writes it (these keys in this order, no whitespace,
+ * each value in its schema's own pattern: Id, an epoch of at most 19 digits — below 2^64 —,
+ * LeaseSecret): such a text holds no duplicate or unknown key and no value of another
+ * type, so it is the frame parseStrictFrame would return, without its strict parser and
+ * validator (7.8 → ~1 µs; a node reads one ACK per delivery). Any other text, valid or
+ * not, takes the strict path (a property test holds the two together).
+ */
+const SDK_ACK =
+  /^\{"protocol_version":"1","type":"event\.ack","message_id":"([0-9a-f]{32})","session_id":"([0-9a-f]{32})","body":\{"delivery_id":"([0-9a-f]{32})","epoch":"(0|[1-9][0-9]{0,18})","lease_secret":"([A-Za-z0-9_-]{42}[AEIMQUYcgkosw048])"\}\}$/;
+
 export function parseClientFrame(text: string): ParsedFrame {
+  const ack = SDK_ACK.exec(text);
+  if (ack === null) return parseStrictFrame(text);
+  const [, messageId, sessionId, deliveryId, epoch, leaseSecret] = ack as unknown as string[];
+  return {
+    kind: "frame",
+    frame: {
+      protocol_version: "1", type: "event.ack", message_id: messageId!, session_id: sessionId!,
+      body: { delivery_id: deliveryId!, epoch: epoch!, lease_secret: leaseSecret! },
+    },
+  };
+}
+
+/** Any client frame: strict JSON, the envelope, then the generated validator. */
+export function parseStrictFrame(text: string): ParsedFrame {
   let value: unknown;
   try {
     value = parseStrictJson(text, { maxDepth: MAX_JSON_DEPTH }).value;
@@ -87,6 +112,21 @@ export function deliverFrameText(sessionId: string, delivery: object, eventJson:
 
 export function ackFrame(replyTo: string, sessionId: string, body: Record<string, unknown>) {
   return { ...base("ack"), reply_to: replyTo, session_id: sessionId, body };
+}
+
+/**
+ * An ACK's receipt, as text: JSON.stringify(ackFrame(…)) but for the message id, without
+ * the objects (7.4 → ~2 µs; one per delivery). Every value is an id, a uint64 string, a
+ * timestamp or a boolean: nothing to escape.
+ */
+export function ackReceiptText(
+  replyTo: string,
+  sessionId: string,
+  r: { delivery_id: string; event_id: string; epoch: string; acknowledged_at: string; deduplicated: boolean },
+): string {
+  return `{"protocol_version":"1","type":"ack","message_id":"${messageId()}","reply_to":"${replyTo}","session_id":"${sessionId}",\
+"body":{"delivery_id":"${r.delivery_id}","event_id":"${r.event_id}","epoch":"${r.epoch}","acknowledged_at":"${r.acknowledged_at}",\
+"deduplicated":${r.deduplicated}}}`;
 }
 
 /** An error frame: `error` and never `body`; reply_to for request errors; session_id once bound. */
