@@ -38,7 +38,7 @@ import { encodeBase64url } from "../wire/base64url.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId } from "./identity.js";
 import { toWireEventJson } from "./result-log.js";
-import { toWireDelivery, type DeliveryWire } from "./deliveries.js";
+import type { DeliveryWire } from "./deliveries.js";
 import { nowMs } from "./task-state.js";
 import * as metrics from "../metrics.js";
 
@@ -142,17 +142,26 @@ function parseHeld(held: string | null): Map<string, number> {
 }
 
 /**
- * The row as leaseStatement left it — the same assignments, made here instead of read
- * back (a round trip less): the UPDATE matched exactly these PENDING rows.
+ * The wire delivery of a row as leaseStatement left it — the same assignments, made here
+ * instead of read back (a round trip less): the UPDATE matched exactly these PENDING
+ * rows. Built directly in toWireDelivery's shape (a LEASED delivery: lease_until, no
+ * acknowledged_at), the claim's lease_until formatted once for all of them: a copy of
+ * the row and the general form cost ~1.6 % of a node's CPU in a drain.
  */
-function afterLease(row: DeliveryRow, leaseUntil: Date): DeliveryRow {
+export function leasedDelivery(row: DeliveryRow, leaseUntil: string): DeliveryWire {
   return {
-    ...row,
-    state: "LEASED",
-    lease_epoch: (BigInt(row.lease_epoch) + 1n).toString(),
-    attempts: row.attempts + 1,
-    lease_until: leaseUntil,
+    id: row.id,
+    subscription_id: row.subscription_id,
+    event_id: row.event_id,
+    sequence: row.sequence,
     revision: (BigInt(row.revision) + 1n).toString(),
+    state: "LEASED",
+    created_at: formatTimestamp(row.created_at),
+    available_at: formatTimestamp(row.available_at),
+    lease_epoch: (BigInt(row.lease_epoch) + 1n).toString(),
+    lease_until: leaseUntil,
+    attempts: row.attempts + 1,
+    attempt_budget: row.attempt_budget,
   };
 }
 
@@ -242,13 +251,14 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
         granted = leases.filter((l) => got.has(l.row.id));
       }
       counted.leased = granted.length;
+      const leaseUntilText = formatTimestamp(leaseUntil);
       return {
         paused: false,
         seats: r.seats.map((seat) => {
           const mine = granted.filter((l) => l.sessionId === seat.sessionId);
           return {
             held: (held.get(seat.sessionId) ?? 0) + mine.length,
-            leases: mine.map((l) => ({ delivery: toWireDelivery(afterLease(l.row, leaseUntil)), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) })),
+            leases: mine.map((l) => ({ delivery: leasedDelivery(l.row, leaseUntilText), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) })),
           };
         }),
       };

@@ -3,6 +3,10 @@ import fc from "fast-check";
 import { toWireEvent, toWireEventJson } from "../../src/domain/result-log.js";
 import { deliverFrameText } from "../../src/ws/frames.js";
 import type { EventRow } from "../../src/db/queries/result-log.js";
+import type { DeliveryRow } from "../../src/db/queries/deliveries.js";
+import { toWireDelivery } from "../../src/domain/deliveries.js";
+import { leasedDelivery } from "../../src/domain/delivery-engine.js";
+import { formatTimestamp } from "../../src/wire/time.js";
 
 const hex32 = fc.stringMatching(/^[0-9a-f]{32}$/);
 
@@ -46,5 +50,25 @@ describe("a delivered event's JSON, spliced from the stored text", () => {
         body: { delivery, event: toWireEvent(row), lease_secret: "A".repeat(43) },
       }),
     );
+  });
+});
+
+describe("a leased delivery's wire form, built without reading the row back", () => {
+  const uint64 = fc.bigInt({ min: 0n, max: 2n ** 64n - 2n }).map(String);
+  const date = fc.date({ min: new Date("2000-01-01T00:00:00.000Z"), max: new Date("2999-12-31T23:59:59.999Z"), noInvalidDate: true });
+  const pending = fc.record({
+    id: hex32, subscription_id: hex32, event_id: hex32, sequence: uint64, revision: uint64, state: fc.constant("PENDING" as const),
+    created_at: date, available_at: date, lease_epoch: uint64, lease_until: fc.constant(null), attempts: fc.nat({ max: 999_999 }),
+    attempt_budget: fc.integer({ min: 1, max: 1_000_000 }), acknowledged_at: fc.constant(null),
+  });
+
+  it("is toWireDelivery of the row as the lease UPDATE leaves it: epoch, attempts and revision + 1, LEASED, lease_until", () => {
+    fc.assert(fc.property(pending, date, (row: DeliveryRow, until: Date) => {
+      const leased: DeliveryRow = {
+        ...row, state: "LEASED", lease_until: until, attempts: row.attempts + 1,
+        lease_epoch: (BigInt(row.lease_epoch) + 1n).toString(), revision: (BigInt(row.revision) + 1n).toString(),
+      };
+      assert.equal(JSON.stringify(leasedDelivery(row, formatTimestamp(until))), JSON.stringify(toWireDelivery(leased)));
+    }), { numRuns: 500 });
   });
 });
