@@ -5,6 +5,7 @@ import type { Pool, Tx } from "../types.js";
 import type { EventRow } from "./result-log.js";
 import { queryAll, type Statement } from "../tx.js";
 import { rowIdPrefix } from "../../wire/ids.js";
+import { credentialRevocationStatement, revokedIn } from "./identity.js";
 
 export type DeliveryState = "PENDING" | "LEASED" | "ACKED" | "EXPIRED";
 
@@ -233,14 +234,14 @@ export interface ProofRow {
  */
 export async function selectProofs(tx: Tx, subscriptionId: string, credentialId: string, ids: readonly string[]): Promise<{ revoked: boolean; proofs: ProofRow[] }> {
   const [credential, proofs] = (await queryAll(tx, [
-    { sql: "SELECT revoked_at FROM credentials WHERE id = ?", params: [credentialId] },
+    credentialRevocationStatement(credentialId),
     {
       sql: `SELECT id, subscription_id, event_id, state, lease_epoch, lease_secret_digest, acknowledged_at, revision
               FROM deliveries WHERE subscription_id = ? AND id IN (?) FOR UPDATE`,
       params: [subscriptionId, ids],
     },
   ])) as [RowDataPacket[], ProofRow[]];
-  return { revoked: credential.length === 0 || credential[0]!.revoked_at !== null, proofs };
+  return { revoked: revokedIn(credential), proofs };
 }
 
 /** The first valid ACK: ACKED with acknowledged_at; the digest stays for replays. */

@@ -2,6 +2,7 @@
 // columns; mapping to wire shapes happens in domain/identity.ts.
 import type { RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
+import type { Statement } from "../tx.js";
 
 export interface CredentialRow {
   id: string;
@@ -152,8 +153,12 @@ export async function selectNamespaceId(db: Pool | Tx, name: string): Promise<st
   return rows[0]?.id as string | undefined;
 }
 
-/** Takes a credential id; true when it is revoked (or gone). */
-export async function credentialRevoked(db: Pool | Tx, id: string): Promise<boolean> {
-  const [rows] = await db.query<RowDataPacket[]>("SELECT revoked_at FROM credentials WHERE id = ?", [id]);
+/** A credential's revocation, to send with other statements (revokedIn reads its result). */
+export function credentialRevocationStatement(id: string): Statement {
+  return { sql: "SELECT revoked_at FROM credentials WHERE id = ?", params: [id] };
+}
+
+/** credentialRevocationStatement's result: true when the credential is revoked (or gone). */
+export function revokedIn(rows: RowDataPacket[]): boolean {
   return rows.length === 0 || rows[0]!.revoked_at !== null;
 }
