@@ -29,7 +29,7 @@ import type { SessionMode } from "../db/pool.js";
 import { commitWith, queryAll, withTransaction, type Statement } from "../db/tx.js";
 import {
   claimableStatement, leaseStatement, markAckedStatement, materialiseStatements, recoveryStatements, selectLeasedTo,
-  selectProofs, toClaimable, type DeliveryRow,
+  selectProofs, toClaimable, type ClaimableRow,
 } from "../db/queries/deliveries.js";
 import { claimStateStatement, resetClaimState, toClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
 import { auditsStatement } from "../db/queries/audit.js";
@@ -148,10 +148,10 @@ function parseHeld(held: string | null): Map<string, number> {
  * acknowledged_at), the claim's lease_until formatted once for all of them: a copy of
  * the row and the general form cost ~1.6 % of a node's CPU in a drain.
  */
-export function leasedDelivery(row: DeliveryRow, leaseUntil: string): DeliveryWire {
+export function leasedDelivery(subscriptionId: string, row: Omit<ClaimableRow, "ev">, leaseUntil: string): DeliveryWire {
   return {
     id: row.id,
-    subscription_id: row.subscription_id,
+    subscription_id: subscriptionId,
     event_id: row.event_id,
     sequence: row.sequence,
     revision: (BigInt(row.revision) + 1n).toString(),
@@ -258,7 +258,7 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
           const mine = granted.filter((l) => l.sessionId === seat.sessionId);
           return {
             held: (held.get(seat.sessionId) ?? 0) + mine.length,
-            leases: mine.map((l) => ({ delivery: leasedDelivery(l.row, leaseUntilText), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) })),
+            leases: mine.map((l) => ({ delivery: leasedDelivery(r.subscriptionId, l.row, leaseUntilText), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) })),
           };
         }),
       };

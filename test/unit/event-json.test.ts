@@ -68,7 +68,7 @@ describe("a leased delivery's wire form, built without reading the row back", ()
         ...row, state: "LEASED", lease_until: until, attempts: row.attempts + 1,
         lease_epoch: (BigInt(row.lease_epoch) + 1n).toString(), revision: (BigInt(row.revision) + 1n).toString(),
       };
-      assert.equal(JSON.stringify(leasedDelivery(row, formatTimestamp(until))), JSON.stringify(toWireDelivery(leased)));
+      assert.equal(JSON.stringify(leasedDelivery(row.subscription_id, row, formatTimestamp(until))), JSON.stringify(toWireDelivery(leased)));
     }), { numRuns: 500 });
   });
 });

@@ -18,6 +18,9 @@ export interface EventRow {
 
 export type NewEventRow = Omit<EventRow, "sequence">;
 
+/** The parts of an event its wire form shows (domain/result-log.ts toWireEventJson). */
+export type WireEventRow = Pick<EventRow, "id" | "sequence" | "type" | "aggregate_id" | "aggregate_revision" | "occurred_at" | "details" | "snapshot">;
+
 /**
  * Inserts an event, not yet numbered: the sequencer gives it its sequence after commit.
  * Deferred (tx.ts): nothing reads its result; it travels with the next statement or COMMIT.
