@@ -80,36 +80,28 @@ describe("orbit migrate", () => {
   });
 });
 
-/** SHOW CREATE TABLE deliveries: the table every applied-when migration changes. */
-async function deliveriesSchema(db: TestDatabase): Promise<string> {
+/** One statement on a connection of its own; its rows. */
+async function query(db: TestDatabase, sql: string, params: unknown[] = []): Promise<any[]> {
   const c = await db.connect();
   try {
-    const [rows] = await c.query<any[]>("SHOW CREATE TABLE deliveries");
-    return String(rows[0]["Create Table"]);
+    return (await c.query<any[]>(sql, params))[0];
   } finally {
     await c.end();
   }
 }
 
+/** SHOW CREATE TABLE deliveries: the table every applied-when migration changes. */
+async function deliveriesSchema(db: TestDatabase): Promise<string> {
+  return String((await query(db, "SHOW CREATE TABLE deliveries"))[0]["Create Table"]);
+}
+
 async function ledger(db: TestDatabase): Promise<number[]> {
-  const c = await db.connect();
-  try {
-    const [rows] = await c.query<any[]>("SELECT version FROM schema_migrations ORDER BY version");
-    return rows.map((r) => Number(r.version));
-  } finally {
-    await c.end();
-  }
+  return (await query(db, "SELECT version FROM schema_migrations ORDER BY version")).map((r) => Number(r.version));
 }
 
 async function checkAnswer(db: TestDatabase, m: Migration): Promise<number> {
   assert.ok(m.appliedWhen, `migration ${m.version} has an applied-when check`);
-  const c = await db.connect();
-  try {
-    const [rows] = await c.query<any[]>(m.appliedWhen);
-    return Number(Object.values(rows[0])[0]);
-  } finally {
-    await c.end();
-  }
+  return Number(Object.values((await query(db, m.appliedWhen))[0])[0]);
 }
 
 // The migrations that are not re-runnable as they stand (index changes, 000015-18).
@@ -156,12 +148,7 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
       // The state a crash leaves: 1..N-1 recorded, N's DDL done but unrecorded, N+1.. never run.
       await db.drop();
       await migrate(db.url, all.slice(0, m.version));
-      const c = await db.connect();
-      try {
-        await c.query("DELETE FROM schema_migrations WHERE version = ?", [m.version]);
-      } finally {
-        await c.end();
-      }
+      await query(db, "DELETE FROM schema_migrations WHERE version = ?", [m.version]);
       const res = await migrate(db.url);
       assert.deepEqual(res.recovered, [m.version], `migration ${m.version} recovered`);
       assert.deepEqual(res.applied, all.slice(m.version).map((x) => x.version));
@@ -174,12 +161,7 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
   it("orbit migrate exits 0 on a database whose newest ledger row is missing", async () => {
     await db.drop();
     await migrate(db.url);
-    const c = await db.connect();
-    try {
-      await c.query("DELETE FROM schema_migrations WHERE version = ?", [all.length]);
-    } finally {
-      await c.end();
-    }
+    await query(db, "DELETE FROM schema_migrations WHERE version = ?", [all.length]);
     const res = await runCli(["migrate"], { ORBIT_DATABASE_URL: db.url });
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /applied 0, recorded 1 already in effect, now at /);
