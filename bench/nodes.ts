@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import mysql from "mysql2/promise";
+import { freePort, PROFILE_DIR, registerInspector, withProfile } from "./profile.js";
 
 export const ORBIT_BIN = path.resolve(process.cwd(), "dist/src/cli/main.js");
 
@@ -34,6 +35,9 @@ export async function dropDatabase(server: string, name: string): Promise<void> 
 export async function startNode(databaseUrl: string, env: Record<string, string> = {}): Promise<BenchNode> {
   // ORBIT_BENCH_NODE_ARGS passes flags to the nodes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
   const nodeArgs = (process.env.ORBIT_BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  // ORBIT_BENCH_PROFILE_DIR: each timed phase (withCpu) profiles the nodes through an inspector.
+  const inspectPort = PROFILE_DIR ? await freePort() : undefined;
+  if (inspectPort) nodeArgs.push(`--inspect=127.0.0.1:${inspectPort}`);
   const child = spawn(process.execPath, [...nodeArgs, ORBIT_BIN, "serve"], {
     env: { ...process.env, ORBIT_DATABASE_URL: databaseUrl, ORBIT_PORT: "0", ORBIT_HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "pipe", "inherit"],
@@ -49,6 +53,7 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
     });
     child.once("exit", (code) => reject(new Error(`orbit serve exited with ${code}`)));
   });
+  if (inspectPort) registerInspector(child.pid!, inspectPort);
   return {
     url: `http://127.0.0.1:${port}`,
     pid: child.pid!,
@@ -94,12 +99,12 @@ export function mariadbPid(): number | undefined {
   }
 }
 
-/** CPU seconds per process during fn. */
-export async function withCpu<T>(pids: Record<string, number | undefined>, fn: () => Promise<T>): Promise<{ result: T; cpu: Record<string, number> }> {
+/** CPU seconds per process during fn (and, with ORBIT_BENCH_PROFILE_DIR, the nodes' profiles of it, named by label). */
+export async function withCpu<T>(pids: Record<string, number | undefined>, fn: () => Promise<T>, label = "phase"): Promise<{ result: T; cpu: Record<string, number> }> {
   const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, p === undefined ? NaN : processCpuSeconds(p)]));
   const self0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
-  const result = await fn();
+  const result = await withProfile(pids, label, fn);
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   const self = process.cpuUsage(self0);
   const cpu: Record<string, number> = { wall, bench: (self.user + self.system) / 1e6 };

@@ -66,7 +66,7 @@ export async function measureAppend(o: OrbitBenchOptions) {
     });
     const pids = { node: node!.pid, mariadb: mariadbPid() };
     const counted = await withDbCounters(o.mysqlUrl, () =>
-      withCpu(pids, () => pool(attempts, 16, async (a) => void (await client.completeAttempt(a, { outcome: "succeeded", result: { ok: true } })))),
+      withCpu(pids, () => pool(attempts, 16, async (a) => void (await client.completeAttempt(a, { outcome: "succeeded", result: { ok: true } }))), "append"),
     );
     const timed = counted.result;
     // The whole path: submit, claim, complete, 16 loops for a fixed time.
@@ -159,7 +159,7 @@ export async function measureDrain(o: OrbitBenchOptions) {
     const sub = await client.createSubscription("drain-one", { name: "drain-one", queue_id: one.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
     await seedBacklog(db, one.namespace_id, [one.queues[0]!.id], total);
     const ca = await withClaimStats(node!.url, () => withDbCounters(o.mysqlUrl, () =>
-      withCpu(pids, () => drain(node!.url, Array.from({ length: 4 }, () => ({ token: one.token, subscriptionId: sub.subscription.id, capacity: 32 })), total)),
+      withCpu(pids, () => drain(node!.url, Array.from({ length: 4 }, () => ({ token: one.token, subscriptionId: sub.subscription.id, capacity: 32 })), total), "drain-one"),
     ));
     const a = ca.result.result;
     // (b) 16 subscriptions in 16 applications, 1 consumer each; the 20,000 results spread over their queues.
@@ -171,7 +171,7 @@ export async function measureDrain(o: OrbitBenchOptions) {
     );
     await seedBacklog(db, apps[0]!.namespace_id, apps.map((c) => c.queues[0]!.id), total);
     const cb = await withClaimStats(node!.url, () => withDbCounters(o.mysqlUrl, () =>
-      withCpu(pids, () => drain(node!.url, apps.map((c, i) => ({ token: c.token, subscriptionId: subs[i]!.subscription.id, capacity: 32 })), total)),
+      withCpu(pids, () => drain(node!.url, apps.map((c, i) => ({ token: c.token, subscriptionId: subs[i]!.subscription.id, capacity: 32 })), total), "drain-sixteen"),
     ));
     const b = cb.result.result;
     return {
@@ -377,7 +377,7 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers
         ...(started.same ? { consumerSame: started.same.pid } : {}),
         ...(started.other ? { consumerOther: started.other.pid } : {}),
       };
-      const run = () => withDbCounters(o.mysqlUrl, () => withCpu(pids, async () => { await produce(); await settle(); }));
+      const run = () => withDbCounters(o.mysqlUrl, () => withCpu(pids, async () => { await produce(); await settle(); }, `latency-${rate}-${consumers.join("-")}`));
       // The producers' event loop: its delay no longer reaches the consumers' figures (each
       // consumer reports its own beside them).
       const loop = loopDelay();
