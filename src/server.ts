@@ -86,6 +86,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     claimPool,
     ackPool,
     sequencer: services.sequencer,
+    subscriptionSignals: services.subscriptionSignals,
     log,
     nodeId: newId(),
     maxConnections: config.maxConnections,

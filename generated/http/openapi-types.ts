@@ -52,7 +52,7 @@ export interface paths {
         put?: never;
         /**
          * Pause or resume a subscription
-         * @description Changes only `enabled`; every new command bumps the revision, even with the same boolean. Pausing stops new materialisation and claiming; deliveries, leases and ACKs of saved results continue; nothing already sent is recalled. To resume, use a new Idempotency-Key and the revision read back. A replay returns the original receipt: never put the new revision under the original key. Errors: 409 STATE_CONFLICT (expected_revision differs) or IDEMPOTENCY_CONFLICT.
+         * @description Changes only `enabled`; every new command bumps the revision, even with the same boolean. Pausing stops new materialisation and claiming; deliveries, leases and ACKs of saved results continue; nothing already sent is recalled. To resume, use a new Idempotency-Key and the revision read back. A replay returns the original receipt: never put the new revision under the original key. Errors: 409 STATE_CONFLICT (expected_revision differs) or IDEMPOTENCY_CONFLICT. After a resume, the event connections of this subscription on the node that answered claim at once; those on other nodes at their next ping reply or periodic recheck (every lease duration, at most 30 s).
          */
         post: operations["configureSubscription"];
         delete?: never;
@@ -112,7 +112,7 @@ export interface paths {
         put?: never;
         /**
          * Manually retry an EXPIRED delivery
-         * @description Only for EXPIRED deliveries: it becomes PENDING and its attempt_budget grows by additional_attempts (cumulative at most 1000000). attempts, lease_epoch, event identity and backlog occupancy are not reset. A replay returns the original receipt and adds nothing. Errors: 409 STATE_CONFLICT (not EXPIRED, expected_revision differs, budget over 1000000) or IDEMPOTENCY_CONFLICT.
+         * @description Only for EXPIRED deliveries: it becomes PENDING and its attempt_budget grows by additional_attempts (cumulative at most 1000000). attempts, lease_epoch, event identity and backlog occupancy are not reset. A replay returns the original receipt and adds nothing. Errors: 409 STATE_CONFLICT (not EXPIRED, expected_revision differs, budget over 1000000) or IDEMPOTENCY_CONFLICT. The event connections of this subscription on the node that answered claim it at once; those on other nodes at their periodic recheck (every lease duration, at most 30 s) or the next new result.
          */
         post: operations["retryEventDelivery"];
         delete?: never;

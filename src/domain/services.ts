@@ -1,16 +1,20 @@
 // The node-local helpers a request may use besides the database: the result-log
-// sequencer and the claim wake-ups. Nothing here decides delivery, leases or capacity;
-// those live in the database (platform.md: several nodes are one cluster).
+// sequencer and the wake-ups of waiting claims and event connections. Nothing here
+// decides delivery, leases or capacity; those live in the database (platform.md: several
+// nodes are one cluster).
 import type { Pool } from "../db/types.js";
 import type { Logger } from "../log/index.js";
 import { AttemptBatches } from "./attempt-batches.js";
 import { CredentialLookups } from "./credential-lookups.js";
 import { QueueSignals } from "./queue-signals.js";
 import { Sequencer } from "./sequencer.js";
+import { SubscriptionSignals } from "./subscription-signals.js";
 
 export interface NodeServices {
   readonly sequencer: Sequencer;
   readonly queueSignals: QueueSignals;
+  /** Resumed subscriptions and retried deliveries: this node's event connections claim again. */
+  readonly subscriptionSignals: SubscriptionSignals;
   readonly workerLeaseMs: number;
   /** Workers' calls that end attempts, committed in batches under load. */
   readonly attempts: AttemptBatches;
@@ -23,6 +27,7 @@ export function createServices(pool: Pool, sequencerPool: Pool, log: Logger, wor
   const services: NodeServices = {
     sequencer: new Sequencer(sequencerPool, log),
     queueSignals: new QueueSignals(),
+    subscriptionSignals: new SubscriptionSignals(),
     workerLeaseMs,
     attempts: new AttemptBatches(pool, (namespaces, queues) => afterCommit(services, namespaces, queues)),
     credentials: new CredentialLookups(pool),

@@ -274,6 +274,15 @@ export class EventConnection implements Claimant {
     }
   }
 
+  /**
+   * The subscription may have become claimable (resumed, a delivery retried): claim even
+   * if the last claim found it paused — that claim will tell again if it still is.
+   */
+  wake(): void {
+    this.paused = false;
+    this.requestClaim();
+  }
+
   /** Asks the scheduler for a claim if this connection could take a delivery now. */
   requestClaim(): void {
     if (this.isBound && !this.paused && this.held < this.capacity) this.deps.scheduler.request(this);

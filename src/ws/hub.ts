@@ -10,6 +10,7 @@ import type { Pool } from "../db/types.js";
 import { selectHeads } from "../db/queries/sessions.js";
 import { authenticate, requireAction } from "../domain/identity.js";
 import type { Sequencer } from "../domain/sequencer.js";
+import type { SubscriptionSignals } from "../domain/subscription-signals.js";
 import { describeError, type Logger } from "../log/index.js";
 import { OrbitError } from "../wire/errors.js";
 import { writeRawError } from "../http/raw.js";
@@ -34,6 +35,8 @@ export interface HubDeps {
   /** ACK transactions only (AckBatcher). */
   readonly ackPool: Pool;
   readonly sequencer: Sequencer;
+  /** Resumed subscriptions and retried deliveries (HTTP calls on this node). */
+  readonly subscriptionSignals: SubscriptionSignals;
   readonly log: Logger;
   readonly nodeId: string;
   readonly maxConnections: number;
@@ -58,6 +61,7 @@ export class EventHub {
   private readonly heads = new Map<string, string>();
   private readonly poll: NodeJS.Timeout;
   private readonly unsubscribe: () => void;
+  private readonly unsubscribeSubscriptions: () => void;
   private upgrading = 0;
   private closing = false;
 
@@ -68,6 +72,9 @@ export class EventHub {
     });
     this.poll = setInterval(() => void this.pollHeads(), HEAD_POLL_MS);
     this.unsubscribe = deps.sequencer.onAdvance((ns) => this.wake(ns));
+    this.unsubscribeSubscriptions = deps.subscriptionSignals.on((id) => {
+      for (const c of this.connections) if (c.subscriptionId === id) c.wake();
+    });
   }
 
   get size(): number {
@@ -150,6 +157,7 @@ export class EventHub {
     this.closing = true;
     clearInterval(this.poll);
     this.unsubscribe();
+    this.unsubscribeSubscriptions();
     await this.scheduler.stop();
     await this.acks.drain();
     const all = [...this.connections];

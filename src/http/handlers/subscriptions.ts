@@ -60,6 +60,9 @@ export const configureSubscription: Handler<"configureSubscription", HandlerCont
         canonicalBody: req.canonicalBody(),
       }),
   );
+  // Committed: this node's connections of a resumed subscription claim now, not at their
+  // next ping or recheck (subscription-signals.ts).
+  if (receipt.data.subscription.enabled) ctx.services.subscriptionSignals.notify(req.path.id);
   return answered(receipt);
 };
 
@@ -94,5 +97,7 @@ export const retryEventDelivery: Handler<"retryEventDelivery", HandlerContext> =
         canonicalBody: req.canonicalBody(),
       }),
   );
+  // Committed: the delivery is PENDING again; this node's connections claim it now.
+  ctx.services.subscriptionSignals.notify(req.path.id);
   return answered(receipt);
 };

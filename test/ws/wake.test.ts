@@ -1,0 +1,102 @@
+// A call that makes deliveries claimable without a new result — resuming a subscription,
+// retrying an EXPIRED delivery — reaches the connections on the node that served it at
+// once, not at their next ping or recheck (the lease duration: 30 s here, the default).
+// The raw test sockets never ping, so without the wake-up nothing would arrive for 30 s.
+import { strict as assert } from "node:assert";
+import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { client, waitSequenced, type Client } from "../helpers/api.js";
+import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
+import { connect, type TestSocket } from "../helpers/ws.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Well under the 30 s recheck: only a wake-up delivers this soon. */
+const SOON_MS = 5000;
+
+describe("event connections woken by subscription calls", function () {
+  this.timeout(60000);
+  let db: TestDatabase;
+  let node: OrbitNode;
+  let cred: BootstrapOutput;
+  let api: Client;
+  const open: TestSocket[] = [];
+
+  async function consumer(sub: string, capacity: number): Promise<TestSocket> {
+    const s = await connect(node.url, { token: cred.token });
+    open.push(s);
+    assert.equal((await s.hello(sub, capacity)).type, "events.welcome");
+    return s;
+  }
+  const deliveries = (s: TestSocket) => s.frames.filter((f) => f.type === "event.deliver");
+  async function sql(statement: string, params: unknown[]): Promise<any[]> {
+    const c = await db.connect();
+    try {
+      return (await c.query<any[]>(statement, params))[0];
+    } finally {
+      await c.end();
+    }
+  }
+
+  before(async () => {
+    db = await freshDatabase("ws_wake");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["base"], eventAccess: true });
+    node = await startNode(db.url, { ORBIT_LEASE_DURATION_MS: "30000" });
+    api = client(node.url, cred.token);
+  });
+  afterEach(async () => {
+    const all = open.splice(0);
+    for (const s of all) s.ws.terminate();
+    await Promise.all(all.map((s) => s.closed));
+  });
+  after(async () => {
+    await node?.stop();
+    await db?.drop();
+  });
+
+  it("delivers a resumed subscription's backlog at once; a refused resume delivers nothing", async () => {
+    const { q, sub } = await queueWithSubscription(db, cred, api);
+    const s = await consumer(sub, 5);
+    const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
+    const paused = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "maintenance" });
+    assert.equal(paused.status, 200, paused.text);
+    const tasks = await cancelledResults(api, q, 2);
+    await waitSequenced(db, cred.namespace_id);
+    // The results woke the connection; its claim found the subscription paused.
+    await sleep(500);
+    assert.equal(deliveries(s).length, 0, "nothing while paused");
+    const stale = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: true, reason: "back" });
+    assert.equal(stale.status, 409, stale.text);
+    assert.equal(stale.json.error.code, "STATE_CONFLICT");
+    await sleep(500);
+    assert.equal(deliveries(s).length, 0, "a refused resume resumes nothing");
+    const resumed = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: paused.json.data.subscription.revision, enabled: true, reason: "back" });
+    assert.equal(resumed.status, 200, resumed.text);
+    const got = [await s.nextOfType("event.deliver", SOON_MS), await s.nextOfType("event.deliver", SOON_MS)];
+    assert.deepEqual(got.map((f) => f.body.event.aggregate_id), tasks);
+  });
+
+  it("re-sends a retried EXPIRED delivery at once; a refused retry re-sends nothing", async () => {
+    const { q, sub } = await queueWithSubscription(db, cred, api, { max_attempts: 1 });
+    await cancelledResults(api, q, 1);
+    const s = await consumer(sub, 3);
+    const d = await s.nextOfType("event.deliver");
+    // Its lease runs out (set in the database instead of waiting 30 s); the claim that the
+    // next result wakes recovers it: its one attempt used, it is EXPIRED.
+    await sql("UPDATE deliveries SET lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND WHERE id = ?", [d.body.delivery.id]);
+    await cancelledResults(api, q, 1);
+    const e = await s.nextOfType("event.deliver", SOON_MS);
+    assert.equal((await s.ack(e)).type, "ack");
+    const [row] = await sql("SELECT state, revision FROM deliveries WHERE id = ?", [d.body.delivery.id]);
+    assert.equal(row.state, "EXPIRED");
+    const path = `/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}:retry`;
+    const stale = await api.post(path, { expected_revision: d.body.delivery.revision, reason: "repaired", additional_attempts: 1 });
+    assert.equal(stale.status, 409, stale.text);
+    await sleep(500);
+    assert.equal(deliveries(s).length, 2, "a refused retry re-sends nothing");
+    const retried = await api.post(path, { expected_revision: String(row.revision), reason: "repaired", additional_attempts: 1 });
+    assert.equal(retried.status, 200, retried.text);
+    const again = await s.nextOfType("event.deliver", SOON_MS);
+    assert.equal(again.body.delivery.id, d.body.delivery.id);
+    assert.equal(again.body.delivery.lease_epoch, "2");
+  });
+});
