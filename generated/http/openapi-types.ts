@@ -398,7 +398,7 @@ export interface paths {
         };
         /**
          * Prometheus metrics of this node (Orbit's choice)
-         * @description Prometheus text format (prom-client): HTTP requests by route and status, event connections, claims in flight and waiting, deliveries created/leased/acked/expired, ACK outcomes, database errors, and, read at scrape time, materialisation lag (head − cursor) and oldest PENDING age per subscription, plus process metrics. Public (no token): expose it on an internal network only. Carries ids, never a secret.
+         * @description Prometheus text format (prom-client): HTTP requests by route and status, event connections, claims in flight and waiting, deliveries created/leased/acked/expired, ACK outcomes, database errors, and, read at scrape time, materialisation lag (head − cursor) and oldest PENDING age per subscription, plus process metrics. Public (no token): expose it on an internal network only. Carries ids, never a secret. Those per-subscription figures are read from the database, so a scrape while it does not answer gets 503 UNAVAILABLE.
          */
         get: operations["getMetrics"];
         put?: never;
@@ -1736,7 +1736,10 @@ export interface operations {
     getOpenapiDocument: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional. If it is exactly 32 lowercase hex characters the server uses it as the request id; any other value is ignored and the server generates one. */
+                "X-Request-ID"?: components["parameters"]["XRequestId"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1753,13 +1756,17 @@ export interface operations {
                     "application/yaml": string;
                 };
             };
+            400: components["responses"]["BadRequest"];
             500: components["responses"]["Internal"];
         };
     };
     getEventsSchema: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional. If it is exactly 32 lowercase hex characters the server uses it as the request id; any other value is ignored and the server generates one. */
+                "X-Request-ID"?: components["parameters"]["XRequestId"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1776,13 +1783,17 @@ export interface operations {
                     "application/schema+json": string;
                 };
             };
+            400: components["responses"]["BadRequest"];
             500: components["responses"]["Internal"];
         };
     };
     getLiveness: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional. If it is exactly 32 lowercase hex characters the server uses it as the request id; any other value is ignored and the server generates one. */
+                "X-Request-ID"?: components["parameters"]["XRequestId"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1802,13 +1813,17 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             500: components["responses"]["Internal"];
         };
     };
     getReadiness: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional. If it is exactly 32 lowercase hex characters the server uses it as the request id; any other value is ignored and the server generates one. */
+                "X-Request-ID"?: components["parameters"]["XRequestId"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1828,6 +1843,7 @@ export interface operations {
                     };
                 };
             };
+            400: components["responses"]["BadRequest"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -1835,7 +1851,10 @@ export interface operations {
     getMetrics: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Optional. If it is exactly 32 lowercase hex characters the server uses it as the request id; any other value is ignored and the server generates one. */
+                "X-Request-ID"?: components["parameters"]["XRequestId"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1852,7 +1871,9 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            400: components["responses"]["BadRequest"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     getHealth: {

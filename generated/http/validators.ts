@@ -10996,7 +10996,7 @@ return errors === 0;
 }
 validate221.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getEventsSchema_500 = validate223;
+export const response_getEventsSchema_400 = validate223;
 
 function validate223(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11072,9 +11072,7 @@ return errors === 0;
 }
 validate223.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getHealth_200 = validate225;
-const schema310 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Health"}}};
-const schema312 = {"type":"object","additionalProperties":false,"required":["status"],"properties":{"status":{"type":"string","const":"ok"}}};
+export const response_getEventsSchema_500 = validate225;
 
 function validate225(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11089,14 +11087,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate225.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate225.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -11125,45 +11123,11 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
-let data1 = data.data;
+if(data.error !== undefined){
 const _errs5 = errors;
-const _errs6 = errors;
-if(errors === _errs6){
-if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
-let missing1;
-if((data1.status === undefined) && (missing1 = "status")){
-validate225.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
-return false;
-}
-else {
-const _errs8 = errors;
-for(const key1 in data1){
-if(!(key1 === "status")){
-validate225.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs8 === errors){
-if(data1.status !== undefined){
-let data2 = data1.status;
-if(typeof data2 !== "string"){
-validate225.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Health/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-if("ok" !== data2){
-validate225.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Health/properties/status/const",keyword:"const",params:{allowedValue: "ok"},message:"must be equal to constant"}];
-return false;
-}
-}
-}
-}
-}
-else {
-validate225.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
 }
@@ -11184,12 +11148,14 @@ return errors === 0;
 }
 validate225.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getHealth_400 = validate226;
+export const response_getHealth_200 = validate227;
+const schema312 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Health"}}};
+const schema314 = {"type":"object","additionalProperties":false,"required":["status"],"properties":{"status":{"type":"string","const":"ok"}}};
 
-function validate226(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate227(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate226.evaluated;
+const evaluated0 = validate227.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11199,15 +11165,15 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
-validate226.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+validate227.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
-validate226.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+if(!((key0 === "request_id") || (key0 === "data"))){
+validate227.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -11220,12 +11186,12 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(!pattern5.test(data0)){
-validate226.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+validate227.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
 return false;
 }
 }
 else {
-validate226.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate227.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -11235,11 +11201,45 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
+let data1 = data.data;
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
-errors = vErrors.length;
+const _errs6 = errors;
+if(errors === _errs6){
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+let missing1;
+if((data1.status === undefined) && (missing1 = "status")){
+validate227.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
+return false;
+}
+else {
+const _errs8 = errors;
+for(const key1 in data1){
+if(!(key1 === "status")){
+validate227.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs8 === errors){
+if(data1.status !== undefined){
+let data2 = data1.status;
+if(typeof data2 !== "string"){
+validate227.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Health/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if("ok" !== data2){
+validate227.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Health/properties/status/const",keyword:"const",params:{allowedValue: "ok"},message:"must be equal to constant"}];
+return false;
+}
+}
+}
+}
+}
+else {
+validate227.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
 }
 var valid0 = _errs5 === errors;
 }
@@ -11251,16 +11251,16 @@ var valid0 = true;
 }
 }
 else {
-validate226.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate227.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate226.errors = vErrors;
+validate227.errors = vErrors;
 return errors === 0;
 }
-validate226.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate227.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getHealth_500 = validate228;
+export const response_getHealth_400 = validate228;
 
 function validate228(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11336,7 +11336,7 @@ return errors === 0;
 }
 validate228.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getHealth_501 = validate230;
+export const response_getHealth_500 = validate230;
 
 function validate230(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11412,7 +11412,7 @@ return errors === 0;
 }
 validate230.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getHealth_503 = validate232;
+export const response_getHealth_501 = validate232;
 
 function validate232(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11488,8 +11488,7 @@ return errors === 0;
 }
 validate232.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getLiveness_200 = validate234;
-const schema321 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Health"}}};
+export const response_getHealth_503 = validate234;
 
 function validate234(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11504,14 +11503,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate234.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate234.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -11540,45 +11539,11 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
-let data1 = data.data;
+if(data.error !== undefined){
 const _errs5 = errors;
-const _errs6 = errors;
-if(errors === _errs6){
-if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
-let missing1;
-if((data1.status === undefined) && (missing1 = "status")){
-validate234.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
-return false;
-}
-else {
-const _errs8 = errors;
-for(const key1 in data1){
-if(!(key1 === "status")){
-validate234.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs8 === errors){
-if(data1.status !== undefined){
-let data2 = data1.status;
-if(typeof data2 !== "string"){
-validate234.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Health/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-if("ok" !== data2){
-validate234.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Health/properties/status/const",keyword:"const",params:{allowedValue: "ok"},message:"must be equal to constant"}];
-return false;
-}
-}
-}
-}
-}
-else {
-validate234.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
 }
@@ -11599,12 +11564,13 @@ return errors === 0;
 }
 validate234.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getLiveness_500 = validate235;
+export const response_getLiveness_200 = validate236;
+const schema323 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Health"}}};
 
-function validate235(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate236(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate235.evaluated;
+const evaluated0 = validate236.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11614,15 +11580,15 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
-validate235.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+validate236.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
-validate235.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+if(!((key0 === "request_id") || (key0 === "data"))){
+validate236.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -11635,12 +11601,12 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(!pattern5.test(data0)){
-validate235.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+validate236.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
 return false;
 }
 }
 else {
-validate235.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate236.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -11650,11 +11616,45 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
+let data1 = data.data;
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
-errors = vErrors.length;
+const _errs6 = errors;
+if(errors === _errs6){
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+let missing1;
+if((data1.status === undefined) && (missing1 = "status")){
+validate236.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
+return false;
+}
+else {
+const _errs8 = errors;
+for(const key1 in data1){
+if(!(key1 === "status")){
+validate236.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs8 === errors){
+if(data1.status !== undefined){
+let data2 = data1.status;
+if(typeof data2 !== "string"){
+validate236.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Health/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if("ok" !== data2){
+validate236.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Health/properties/status/const",keyword:"const",params:{allowedValue: "ok"},message:"must be equal to constant"}];
+return false;
+}
+}
+}
+}
+}
+else {
+validate236.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Health/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
 }
 var valid0 = _errs5 === errors;
 }
@@ -11666,16 +11666,16 @@ var valid0 = true;
 }
 }
 else {
-validate235.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate236.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate235.errors = vErrors;
+validate236.errors = vErrors;
 return errors === 0;
 }
-validate235.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate236.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getMetrics_500 = validate237;
+export const response_getLiveness_400 = validate237;
 
 function validate237(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11751,7 +11751,7 @@ return errors === 0;
 }
 validate237.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getOpenapiDocument_500 = validate239;
+export const response_getLiveness_500 = validate239;
 
 function validate239(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11827,9 +11827,7 @@ return errors === 0;
 }
 validate239.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getReadiness_200 = validate241;
-const schema330 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Readiness"}}};
-const schema332 = {"type":"object","additionalProperties":false,"required":["status","migration"],"properties":{"status":{"type":"string","const":"ready"},"migration":{"type":"integer","minimum":0,"description":"The newest migration applied (equal to the newest this node knows)."}}};
+export const response_getMetrics_400 = validate241;
 
 function validate241(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11844,14 +11842,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate241.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate241.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -11880,72 +11878,11 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
-let data1 = data.data;
+if(data.error !== undefined){
 const _errs5 = errors;
-const _errs6 = errors;
-if(errors === _errs6){
-if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
-let missing1;
-if(((data1.status === undefined) && (missing1 = "status")) || ((data1.migration === undefined) && (missing1 = "migration"))){
-validate241.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Readiness/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
-return false;
-}
-else {
-const _errs8 = errors;
-for(const key1 in data1){
-if(!((key1 === "status") || (key1 === "migration"))){
-validate241.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Readiness/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs8 === errors){
-if(data1.status !== undefined){
-let data2 = data1.status;
-const _errs9 = errors;
-if(typeof data2 !== "string"){
-validate241.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Readiness/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-if("ready" !== data2){
-validate241.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Readiness/properties/status/const",keyword:"const",params:{allowedValue: "ready"},message:"must be equal to constant"}];
-return false;
-}
-var valid3 = _errs9 === errors;
-}
-else {
-var valid3 = true;
-}
-if(valid3){
-if(data1.migration !== undefined){
-let data3 = data1.migration;
-const _errs11 = errors;
-if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
-validate241.errors = [{instancePath:instancePath+"/data/migration",schemaPath:"orbit-http#/$defs/Readiness/properties/migration/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
-return false;
-}
-if(errors === _errs11){
-if((typeof data3 == "number") && (isFinite(data3))){
-if(data3 < 0 || isNaN(data3)){
-validate241.errors = [{instancePath:instancePath+"/data/migration",schemaPath:"orbit-http#/$defs/Readiness/properties/migration/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
-return false;
-}
-}
-}
-var valid3 = _errs11 === errors;
-}
-else {
-var valid3 = true;
-}
-}
-}
-}
-}
-else {
-validate241.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Readiness/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
 }
@@ -11966,12 +11903,12 @@ return errors === 0;
 }
 validate241.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getReadiness_500 = validate242;
+export const response_getMetrics_500 = validate243;
 
-function validate242(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate243(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate242.evaluated;
+const evaluated0 = validate243.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -11982,14 +11919,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
-validate242.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate243.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "request_id") || (key0 === "error"))){
-validate242.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate243.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -12002,12 +11939,12 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(!pattern5.test(data0)){
-validate242.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+validate243.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
 return false;
 }
 }
 else {
-validate242.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate243.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -12033,21 +11970,21 @@ var valid0 = true;
 }
 }
 else {
-validate242.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate243.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate242.errors = vErrors;
+validate243.errors = vErrors;
 return errors === 0;
 }
-validate242.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate243.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getReadiness_503 = validate244;
+export const response_getMetrics_503 = validate245;
 
-function validate244(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate245(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate244.evaluated;
+const evaluated0 = validate245.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12058,14 +11995,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
-validate244.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate245.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "request_id") || (key0 === "error"))){
-validate244.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate245.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -12078,12 +12015,12 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(!pattern5.test(data0)){
-validate244.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+validate245.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
 return false;
 }
 }
 else {
-validate244.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate245.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -12109,22 +12046,175 @@ var valid0 = true;
 }
 }
 else {
-validate244.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate245.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate244.errors = vErrors;
+validate245.errors = vErrors;
 return errors === 0;
 }
-validate244.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate245.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getSubscription_200 = validate246;
-const schema337 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Subscription"}}};
+export const response_getOpenapiDocument_400 = validate247;
 
-function validate246(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate247(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate246.evaluated;
+const evaluated0 = validate247.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate247.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate247.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate247.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate247.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate247.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate247.errors = vErrors;
+return errors === 0;
+}
+validate247.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_getOpenapiDocument_500 = validate249;
+
+function validate249(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate249.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate249.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate249.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate249.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate249.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate249.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate249.errors = vErrors;
+return errors === 0;
+}
+validate249.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_getReadiness_200 = validate251;
+const schema340 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Readiness"}}};
+const schema342 = {"type":"object","additionalProperties":false,"required":["status","migration"],"properties":{"status":{"type":"string","const":"ready"},"migration":{"type":"integer","minimum":0,"description":"The newest migration applied (equal to the newest this node knows)."}}};
+
+function validate251(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate251.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -12135,14 +12225,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
-validate246.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate251.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "request_id") || (key0 === "data"))){
-validate246.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate251.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -12155,12 +12245,12 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(!pattern5.test(data0)){
-validate246.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+validate251.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
 return false;
 }
 }
 else {
-validate246.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate251.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -12171,86 +12261,71 @@ var valid0 = true;
 }
 if(valid0){
 if(data.data !== undefined){
+let data1 = data.data;
 const _errs5 = errors;
-if(!(validate120(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-else {
-validate246.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate246.errors = vErrors;
-return errors === 0;
-}
-validate246.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-export const response_getSubscription_400 = validate248;
-
-function validate248(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate248.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
-validate248.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+const _errs6 = errors;
+if(errors === _errs6){
+if(data1 && typeof data1 == "object" && !Array.isArray(data1)){
+let missing1;
+if(((data1.status === undefined) && (missing1 = "status")) || ((data1.migration === undefined) && (missing1 = "migration"))){
+validate251.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Readiness/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
 return false;
 }
 else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
-validate248.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+const _errs8 = errors;
+for(const key1 in data1){
+if(!((key1 === "status") || (key1 === "migration"))){
+validate251.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Readiness/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
-if(_errs1 === errors){
-if(data.request_id !== undefined){
-let data0 = data.request_id;
-const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(!pattern5.test(data0)){
-validate248.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+if(_errs8 === errors){
+if(data1.status !== undefined){
+let data2 = data1.status;
+const _errs9 = errors;
+if(typeof data2 !== "string"){
+validate251.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Readiness/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if("ready" !== data2){
+validate251.errors = [{instancePath:instancePath+"/data/status",schemaPath:"orbit-http#/$defs/Readiness/properties/status/const",keyword:"const",params:{allowedValue: "ready"},message:"must be equal to constant"}];
+return false;
+}
+var valid3 = _errs9 === errors;
+}
+else {
+var valid3 = true;
+}
+if(valid3){
+if(data1.migration !== undefined){
+let data3 = data1.migration;
+const _errs11 = errors;
+if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
+validate251.errors = [{instancePath:instancePath+"/data/migration",schemaPath:"orbit-http#/$defs/Readiness/properties/migration/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs11){
+if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 < 0 || isNaN(data3)){
+validate251.errors = [{instancePath:instancePath+"/data/migration",schemaPath:"orbit-http#/$defs/Readiness/properties/migration/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 }
+}
+var valid3 = _errs11 === errors;
+}
 else {
-validate248.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+var valid3 = true;
+}
+}
+}
+}
+}
+else {
+validate251.errors = [{instancePath:instancePath+"/data",schemaPath:"orbit-http#/$defs/Readiness/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.error !== undefined){
-const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
-errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
 }
@@ -12262,92 +12337,16 @@ var valid0 = true;
 }
 }
 else {
-validate248.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate251.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate248.errors = vErrors;
+validate251.errors = vErrors;
 return errors === 0;
 }
-validate248.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate251.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getSubscription_401 = validate250;
-
-function validate250(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate250.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
-validate250.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
-validate250.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.request_id !== undefined){
-let data0 = data.request_id;
-const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(!pattern5.test(data0)){
-validate250.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
-return false;
-}
-}
-else {
-validate250.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.error !== undefined){
-const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-else {
-validate250.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate250.errors = vErrors;
-return errors === 0;
-}
-validate250.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-export const response_getSubscription_403 = validate252;
+export const response_getReadiness_400 = validate252;
 
 function validate252(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12423,7 +12422,7 @@ return errors === 0;
 }
 validate252.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getSubscription_404 = validate254;
+export const response_getReadiness_500 = validate254;
 
 function validate254(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12499,7 +12498,7 @@ return errors === 0;
 }
 validate254.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getSubscription_500 = validate256;
+export const response_getReadiness_503 = validate256;
 
 function validate256(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12575,7 +12574,8 @@ return errors === 0;
 }
 validate256.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getSubscription_501 = validate258;
+export const response_getSubscription_200 = validate258;
+const schema349 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Subscription"}}};
 
 function validate258(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12590,14 +12590,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
 validate258.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
+if(!((key0 === "request_id") || (key0 === "data"))){
 validate258.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -12626,10 +12626,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate120(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -12651,7 +12651,7 @@ return errors === 0;
 }
 validate258.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getSubscription_503 = validate260;
+export const response_getSubscription_400 = validate260;
 
 function validate260(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12727,8 +12727,7 @@ return errors === 0;
 }
 validate260.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getTask_200 = validate262;
-const schema353 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Task"}}};
+export const response_getSubscription_401 = validate262;
 
 function validate262(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12743,14 +12742,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate262.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate262.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -12779,10 +12778,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
+if(data.error !== undefined){
 const _errs5 = errors;
-if(!(validate48(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate48.errors : vErrors.concat(validate48.errors);
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -12804,7 +12803,7 @@ return errors === 0;
 }
 validate262.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getTask_400 = validate264;
+export const response_getSubscription_403 = validate264;
 
 function validate264(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12880,7 +12879,7 @@ return errors === 0;
 }
 validate264.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getTask_401 = validate266;
+export const response_getSubscription_404 = validate266;
 
 function validate266(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12956,7 +12955,7 @@ return errors === 0;
 }
 validate266.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getTask_403 = validate268;
+export const response_getSubscription_500 = validate268;
 
 function validate268(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13032,7 +13031,7 @@ return errors === 0;
 }
 validate268.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getTask_404 = validate270;
+export const response_getSubscription_501 = validate270;
 
 function validate270(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13108,7 +13107,7 @@ return errors === 0;
 }
 validate270.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getTask_500 = validate272;
+export const response_getSubscription_503 = validate272;
 
 function validate272(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13184,7 +13183,8 @@ return errors === 0;
 }
 validate272.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getTask_501 = validate274;
+export const response_getTask_200 = validate274;
+const schema365 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/Task"}}};
 
 function validate274(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13199,14 +13199,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
 validate274.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
+if(!((key0 === "request_id") || (key0 === "data"))){
 validate274.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -13235,10 +13235,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate48(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate48.errors : vErrors.concat(validate48.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -13260,7 +13260,7 @@ return errors === 0;
 }
 validate274.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getTask_503 = validate276;
+export const response_getTask_400 = validate276;
 
 function validate276(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13336,108 +13336,7 @@ return errors === 0;
 }
 validate276.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listEventDeliveries_200 = validate278;
-const schema369 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/EventDeliveryList"}}};
-const schema371 = {"type":"object","additionalProperties":false,"required":["items"],"properties":{"items":{"type":"array","items":{"$ref":"orbit-http#/$defs/EventDelivery"},"maxItems":100},"next_cursor":{"$ref":"orbit-http#/$defs/Cursor"}}};
-
-function validate279(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate279.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((data.items === undefined) && (missing0 = "items")){
-validate279.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!((key0 === "items") || (key0 === "next_cursor"))){
-validate279.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.items !== undefined){
-let data0 = data.items;
-const _errs2 = errors;
-if(errors === _errs2){
-if(Array.isArray(data0)){
-if(data0.length > 100){
-validate279.errors = [{instancePath:instancePath+"/items",schemaPath:"#/properties/items/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"}];
-return false;
-}
-else {
-var valid1 = true;
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-const _errs4 = errors;
-if(!(validate202(data0[i0], {instancePath:instancePath+"/items/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate202.errors : vErrors.concat(validate202.errors);
-errors = vErrors.length;
-}
-var valid1 = _errs4 === errors;
-if(!valid1){
-break;
-}
-}
-}
-}
-else {
-validate279.errors = [{instancePath:instancePath+"/items",schemaPath:"#/properties/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.next_cursor !== undefined){
-let data2 = data.next_cursor;
-const _errs5 = errors;
-const _errs6 = errors;
-if(errors === _errs6){
-if(typeof data2 === "string"){
-if(!pattern27.test(data2)){
-validate279.errors = [{instancePath:instancePath+"/next_cursor",schemaPath:"orbit-http#/$defs/Cursor/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_-]{1,1024}$"},message:"must match pattern \""+"^[A-Za-z0-9_-]{1,1024}$"+"\""}];
-return false;
-}
-}
-else {
-validate279.errors = [{instancePath:instancePath+"/next_cursor",schemaPath:"orbit-http#/$defs/Cursor/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-else {
-validate279.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate279.errors = vErrors;
-return errors === 0;
-}
-validate279.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
+export const response_getTask_401 = validate278;
 
 function validate278(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13452,14 +13351,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate278.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate278.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -13488,10 +13387,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
+if(data.error !== undefined){
 const _errs5 = errors;
-if(!(validate279(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate279.errors : vErrors.concat(validate279.errors);
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -13513,7 +13412,83 @@ return errors === 0;
 }
 validate278.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listEventDeliveries_400 = validate282;
+export const response_getTask_403 = validate280;
+
+function validate280(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate280.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate280.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate280.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate280.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate280.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate280.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate280.errors = vErrors;
+return errors === 0;
+}
+validate280.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_getTask_404 = validate282;
 
 function validate282(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13589,7 +13564,7 @@ return errors === 0;
 }
 validate282.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listEventDeliveries_401 = validate284;
+export const response_getTask_500 = validate284;
 
 function validate284(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13665,7 +13640,7 @@ return errors === 0;
 }
 validate284.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listEventDeliveries_403 = validate286;
+export const response_getTask_501 = validate286;
 
 function validate286(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13741,7 +13716,7 @@ return errors === 0;
 }
 validate286.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listEventDeliveries_404 = validate288;
+export const response_getTask_503 = validate288;
 
 function validate288(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13817,7 +13792,108 @@ return errors === 0;
 }
 validate288.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listEventDeliveries_500 = validate290;
+export const response_listEventDeliveries_200 = validate290;
+const schema381 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/EventDeliveryList"}}};
+const schema383 = {"type":"object","additionalProperties":false,"required":["items"],"properties":{"items":{"type":"array","items":{"$ref":"orbit-http#/$defs/EventDelivery"},"maxItems":100},"next_cursor":{"$ref":"orbit-http#/$defs/Cursor"}}};
+
+function validate291(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate291.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.items === undefined) && (missing0 = "items")){
+validate291.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "items") || (key0 === "next_cursor"))){
+validate291.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.items !== undefined){
+let data0 = data.items;
+const _errs2 = errors;
+if(errors === _errs2){
+if(Array.isArray(data0)){
+if(data0.length > 100){
+validate291.errors = [{instancePath:instancePath+"/items",schemaPath:"#/properties/items/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"}];
+return false;
+}
+else {
+var valid1 = true;
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+const _errs4 = errors;
+if(!(validate202(data0[i0], {instancePath:instancePath+"/items/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate202.errors : vErrors.concat(validate202.errors);
+errors = vErrors.length;
+}
+var valid1 = _errs4 === errors;
+if(!valid1){
+break;
+}
+}
+}
+}
+else {
+validate291.errors = [{instancePath:instancePath+"/items",schemaPath:"#/properties/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.next_cursor !== undefined){
+let data2 = data.next_cursor;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data2 === "string"){
+if(!pattern27.test(data2)){
+validate291.errors = [{instancePath:instancePath+"/next_cursor",schemaPath:"orbit-http#/$defs/Cursor/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_-]{1,1024}$"},message:"must match pattern \""+"^[A-Za-z0-9_-]{1,1024}$"+"\""}];
+return false;
+}
+}
+else {
+validate291.errors = [{instancePath:instancePath+"/next_cursor",schemaPath:"orbit-http#/$defs/Cursor/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate291.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate291.errors = vErrors;
+return errors === 0;
+}
+validate291.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
 
 function validate290(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13832,14 +13908,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
 validate290.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
+if(!((key0 === "request_id") || (key0 === "data"))){
 validate290.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -13868,10 +13944,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate291(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate291.errors : vErrors.concat(validate291.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -13893,83 +13969,7 @@ return errors === 0;
 }
 validate290.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listEventDeliveries_501 = validate292;
-
-function validate292(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate292.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
-validate292.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
-validate292.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.request_id !== undefined){
-let data0 = data.request_id;
-const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(!pattern5.test(data0)){
-validate292.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
-return false;
-}
-}
-else {
-validate292.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.error !== undefined){
-const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-else {
-validate292.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate292.errors = vErrors;
-return errors === 0;
-}
-validate292.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-export const response_listEventDeliveries_503 = validate294;
+export const response_listEventDeliveries_400 = validate294;
 
 function validate294(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14045,108 +14045,7 @@ return errors === 0;
 }
 validate294.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listSubscriptions_200 = validate296;
-const schema387 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/SubscriptionList"}}};
-const schema389 = {"type":"object","additionalProperties":false,"required":["items"],"properties":{"items":{"type":"array","items":{"$ref":"orbit-http#/$defs/Subscription"},"maxItems":100},"next_cursor":{"$ref":"orbit-http#/$defs/Cursor"}}};
-
-function validate297(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate297.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((data.items === undefined) && (missing0 = "items")){
-validate297.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!((key0 === "items") || (key0 === "next_cursor"))){
-validate297.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.items !== undefined){
-let data0 = data.items;
-const _errs2 = errors;
-if(errors === _errs2){
-if(Array.isArray(data0)){
-if(data0.length > 100){
-validate297.errors = [{instancePath:instancePath+"/items",schemaPath:"#/properties/items/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"}];
-return false;
-}
-else {
-var valid1 = true;
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-const _errs4 = errors;
-if(!(validate120(data0[i0], {instancePath:instancePath+"/items/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
-errors = vErrors.length;
-}
-var valid1 = _errs4 === errors;
-if(!valid1){
-break;
-}
-}
-}
-}
-else {
-validate297.errors = [{instancePath:instancePath+"/items",schemaPath:"#/properties/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.next_cursor !== undefined){
-let data2 = data.next_cursor;
-const _errs5 = errors;
-const _errs6 = errors;
-if(errors === _errs6){
-if(typeof data2 === "string"){
-if(!pattern27.test(data2)){
-validate297.errors = [{instancePath:instancePath+"/next_cursor",schemaPath:"orbit-http#/$defs/Cursor/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_-]{1,1024}$"},message:"must match pattern \""+"^[A-Za-z0-9_-]{1,1024}$"+"\""}];
-return false;
-}
-}
-else {
-validate297.errors = [{instancePath:instancePath+"/next_cursor",schemaPath:"orbit-http#/$defs/Cursor/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-else {
-validate297.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate297.errors = vErrors;
-return errors === 0;
-}
-validate297.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
+export const response_listEventDeliveries_401 = validate296;
 
 function validate296(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14161,14 +14060,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate296.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate296.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -14197,10 +14096,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
+if(data.error !== undefined){
 const _errs5 = errors;
-if(!(validate297(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate297.errors : vErrors.concat(validate297.errors);
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -14222,7 +14121,83 @@ return errors === 0;
 }
 validate296.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listSubscriptions_400 = validate300;
+export const response_listEventDeliveries_403 = validate298;
+
+function validate298(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate298.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate298.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate298.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate298.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate298.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate298.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate298.errors = vErrors;
+return errors === 0;
+}
+validate298.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_listEventDeliveries_404 = validate300;
 
 function validate300(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14298,7 +14273,7 @@ return errors === 0;
 }
 validate300.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listSubscriptions_401 = validate302;
+export const response_listEventDeliveries_500 = validate302;
 
 function validate302(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14374,7 +14349,7 @@ return errors === 0;
 }
 validate302.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listSubscriptions_403 = validate304;
+export const response_listEventDeliveries_501 = validate304;
 
 function validate304(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14450,7 +14425,7 @@ return errors === 0;
 }
 validate304.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listSubscriptions_404 = validate306;
+export const response_listEventDeliveries_503 = validate306;
 
 function validate306(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14526,7 +14501,108 @@ return errors === 0;
 }
 validate306.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listSubscriptions_500 = validate308;
+export const response_listSubscriptions_200 = validate308;
+const schema399 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/SubscriptionList"}}};
+const schema401 = {"type":"object","additionalProperties":false,"required":["items"],"properties":{"items":{"type":"array","items":{"$ref":"orbit-http#/$defs/Subscription"},"maxItems":100},"next_cursor":{"$ref":"orbit-http#/$defs/Cursor"}}};
+
+function validate309(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate309.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.items === undefined) && (missing0 = "items")){
+validate309.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "items") || (key0 === "next_cursor"))){
+validate309.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.items !== undefined){
+let data0 = data.items;
+const _errs2 = errors;
+if(errors === _errs2){
+if(Array.isArray(data0)){
+if(data0.length > 100){
+validate309.errors = [{instancePath:instancePath+"/items",schemaPath:"#/properties/items/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"}];
+return false;
+}
+else {
+var valid1 = true;
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+const _errs4 = errors;
+if(!(validate120(data0[i0], {instancePath:instancePath+"/items/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate120.errors : vErrors.concat(validate120.errors);
+errors = vErrors.length;
+}
+var valid1 = _errs4 === errors;
+if(!valid1){
+break;
+}
+}
+}
+}
+else {
+validate309.errors = [{instancePath:instancePath+"/items",schemaPath:"#/properties/items/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.next_cursor !== undefined){
+let data2 = data.next_cursor;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data2 === "string"){
+if(!pattern27.test(data2)){
+validate309.errors = [{instancePath:instancePath+"/next_cursor",schemaPath:"orbit-http#/$defs/Cursor/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_-]{1,1024}$"},message:"must match pattern \""+"^[A-Za-z0-9_-]{1,1024}$"+"\""}];
+return false;
+}
+}
+else {
+validate309.errors = [{instancePath:instancePath+"/next_cursor",schemaPath:"orbit-http#/$defs/Cursor/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate309.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate309.errors = vErrors;
+return errors === 0;
+}
+validate309.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
 
 function validate308(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14541,14 +14617,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
 validate308.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
+if(!((key0 === "request_id") || (key0 === "data"))){
 validate308.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -14577,10 +14653,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate309(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate309.errors : vErrors.concat(validate309.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -14602,83 +14678,7 @@ return errors === 0;
 }
 validate308.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_listSubscriptions_501 = validate310;
-
-function validate310(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate310.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
-validate310.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
-validate310.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.request_id !== undefined){
-let data0 = data.request_id;
-const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(!pattern5.test(data0)){
-validate310.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
-return false;
-}
-}
-else {
-validate310.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.error !== undefined){
-const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-else {
-validate310.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate310.errors = vErrors;
-return errors === 0;
-}
-validate310.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-export const response_listSubscriptions_503 = validate312;
+export const response_listSubscriptions_400 = validate312;
 
 function validate312(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14754,8 +14754,7 @@ return errors === 0;
 }
 validate312.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_200 = validate314;
-const schema405 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/AttemptResult"}}};
+export const response_listSubscriptions_401 = validate314;
 
 function validate314(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14770,14 +14769,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate314.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate314.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -14806,10 +14805,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
+if(data.error !== undefined){
 const _errs5 = errors;
-if(!(validate95(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate95.errors : vErrors.concat(validate95.errors);
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -14831,7 +14830,7 @@ return errors === 0;
 }
 validate314.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_400 = validate316;
+export const response_listSubscriptions_403 = validate316;
 
 function validate316(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14907,7 +14906,7 @@ return errors === 0;
 }
 validate316.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_401 = validate318;
+export const response_listSubscriptions_404 = validate318;
 
 function validate318(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14983,7 +14982,7 @@ return errors === 0;
 }
 validate318.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_403 = validate320;
+export const response_listSubscriptions_500 = validate320;
 
 function validate320(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15059,7 +15058,7 @@ return errors === 0;
 }
 validate320.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_404 = validate322;
+export const response_listSubscriptions_501 = validate322;
 
 function validate322(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15135,7 +15134,7 @@ return errors === 0;
 }
 validate322.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_409 = validate324;
+export const response_listSubscriptions_503 = validate324;
 
 function validate324(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15211,7 +15210,8 @@ return errors === 0;
 }
 validate324.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_413 = validate326;
+export const response_requeueAttempt_200 = validate326;
+const schema417 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/AttemptResult"}}};
 
 function validate326(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15226,14 +15226,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
 validate326.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
+if(!((key0 === "request_id") || (key0 === "data"))){
 validate326.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -15262,10 +15262,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate95(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate95.errors : vErrors.concat(validate95.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -15287,7 +15287,7 @@ return errors === 0;
 }
 validate326.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_415 = validate328;
+export const response_requeueAttempt_400 = validate328;
 
 function validate328(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15363,7 +15363,7 @@ return errors === 0;
 }
 validate328.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_500 = validate330;
+export const response_requeueAttempt_401 = validate330;
 
 function validate330(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15439,7 +15439,7 @@ return errors === 0;
 }
 validate330.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_501 = validate332;
+export const response_requeueAttempt_403 = validate332;
 
 function validate332(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15515,7 +15515,7 @@ return errors === 0;
 }
 validate332.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_requeueAttempt_503 = validate334;
+export const response_requeueAttempt_404 = validate334;
 
 function validate334(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15591,8 +15591,7 @@ return errors === 0;
 }
 validate334.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_200 = validate336;
-const schema427 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/TaskResult"}}};
+export const response_requeueAttempt_409 = validate336;
 
 function validate336(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15607,14 +15606,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate336.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate336.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -15643,10 +15642,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
+if(data.error !== undefined){
 const _errs5 = errors;
-if(!(validate47(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -15668,7 +15667,7 @@ return errors === 0;
 }
 validate336.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_400 = validate338;
+export const response_requeueAttempt_413 = validate338;
 
 function validate338(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15744,7 +15743,7 @@ return errors === 0;
 }
 validate338.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_401 = validate340;
+export const response_requeueAttempt_415 = validate340;
 
 function validate340(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15820,7 +15819,7 @@ return errors === 0;
 }
 validate340.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_403 = validate342;
+export const response_requeueAttempt_500 = validate342;
 
 function validate342(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15896,7 +15895,7 @@ return errors === 0;
 }
 validate342.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_404 = validate344;
+export const response_requeueAttempt_501 = validate344;
 
 function validate344(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15972,7 +15971,7 @@ return errors === 0;
 }
 validate344.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_409 = validate346;
+export const response_requeueAttempt_503 = validate346;
 
 function validate346(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16048,7 +16047,8 @@ return errors === 0;
 }
 validate346.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_413 = validate348;
+export const response_resolveTask_200 = validate348;
+const schema439 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/TaskResult"}}};
 
 function validate348(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16063,14 +16063,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
 validate348.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
+if(!((key0 === "request_id") || (key0 === "data"))){
 validate348.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -16099,10 +16099,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate47(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -16124,7 +16124,7 @@ return errors === 0;
 }
 validate348.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_415 = validate350;
+export const response_resolveTask_400 = validate350;
 
 function validate350(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16200,7 +16200,7 @@ return errors === 0;
 }
 validate350.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_500 = validate352;
+export const response_resolveTask_401 = validate352;
 
 function validate352(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16276,7 +16276,7 @@ return errors === 0;
 }
 validate352.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_501 = validate354;
+export const response_resolveTask_403 = validate354;
 
 function validate354(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16352,7 +16352,7 @@ return errors === 0;
 }
 validate354.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_resolveTask_503 = validate356;
+export const response_resolveTask_404 = validate356;
 
 function validate356(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16428,74 +16428,7 @@ return errors === 0;
 }
 validate356.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_200 = validate358;
-const schema449 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/DeliveryResult"}}};
-const schema451 = {"type":"object","description":"Receipt of a manual retry. On a replay: the original receipt with deduplicated=true.","additionalProperties":false,"required":["delivery","deduplicated"],"properties":{"delivery":{"$ref":"orbit-http#/$defs/EventDelivery"},"deduplicated":{"type":"boolean"}}};
-
-function validate359(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate359.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if(((data.delivery === undefined) && (missing0 = "delivery")) || ((data.deduplicated === undefined) && (missing0 = "deduplicated"))){
-validate359.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!((key0 === "delivery") || (key0 === "deduplicated"))){
-validate359.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.delivery !== undefined){
-const _errs2 = errors;
-if(!(validate202(data.delivery, {instancePath:instancePath+"/delivery",parentData:data,parentDataProperty:"delivery",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate202.errors : vErrors.concat(validate202.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.deduplicated !== undefined){
-const _errs3 = errors;
-if(typeof data.deduplicated !== "boolean"){
-validate359.errors = [{instancePath:instancePath+"/deduplicated",schemaPath:"#/properties/deduplicated/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
-return false;
-}
-var valid0 = _errs3 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-else {
-validate359.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate359.errors = vErrors;
-return errors === 0;
-}
-validate359.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
+export const response_resolveTask_409 = validate358;
 
 function validate358(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16510,14 +16443,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate358.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate358.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -16546,10 +16479,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
+if(data.error !== undefined){
 const _errs5 = errors;
-if(!(validate359(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate359.errors : vErrors.concat(validate359.errors);
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -16571,7 +16504,83 @@ return errors === 0;
 }
 validate358.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_400 = validate362;
+export const response_resolveTask_413 = validate360;
+
+function validate360(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate360.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate360.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate360.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate360.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate360.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate360.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate360.errors = vErrors;
+return errors === 0;
+}
+validate360.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_resolveTask_415 = validate362;
 
 function validate362(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16647,7 +16656,7 @@ return errors === 0;
 }
 validate362.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_401 = validate364;
+export const response_resolveTask_500 = validate364;
 
 function validate364(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16723,7 +16732,7 @@ return errors === 0;
 }
 validate364.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_403 = validate366;
+export const response_resolveTask_501 = validate366;
 
 function validate366(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16799,7 +16808,7 @@ return errors === 0;
 }
 validate366.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_404 = validate368;
+export const response_resolveTask_503 = validate368;
 
 function validate368(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16875,7 +16884,74 @@ return errors === 0;
 }
 validate368.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_409 = validate370;
+export const response_retryEventDelivery_200 = validate370;
+const schema461 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/DeliveryResult"}}};
+const schema463 = {"type":"object","description":"Receipt of a manual retry. On a replay: the original receipt with deduplicated=true.","additionalProperties":false,"required":["delivery","deduplicated"],"properties":{"delivery":{"$ref":"orbit-http#/$defs/EventDelivery"},"deduplicated":{"type":"boolean"}}};
+
+function validate371(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate371.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.delivery === undefined) && (missing0 = "delivery")) || ((data.deduplicated === undefined) && (missing0 = "deduplicated"))){
+validate371.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "delivery") || (key0 === "deduplicated"))){
+validate371.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.delivery !== undefined){
+const _errs2 = errors;
+if(!(validate202(data.delivery, {instancePath:instancePath+"/delivery",parentData:data,parentDataProperty:"delivery",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate202.errors : vErrors.concat(validate202.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.deduplicated !== undefined){
+const _errs3 = errors;
+if(typeof data.deduplicated !== "boolean"){
+validate371.errors = [{instancePath:instancePath+"/deduplicated",schemaPath:"#/properties/deduplicated/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate371.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate371.errors = vErrors;
+return errors === 0;
+}
+validate371.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
 
 function validate370(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16890,14 +16966,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
 validate370.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
+if(!((key0 === "request_id") || (key0 === "data"))){
 validate370.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -16926,10 +17002,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate371(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate371.errors : vErrors.concat(validate371.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -16951,83 +17027,7 @@ return errors === 0;
 }
 validate370.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_413 = validate372;
-
-function validate372(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate372.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
-validate372.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
-validate372.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.request_id !== undefined){
-let data0 = data.request_id;
-const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(!pattern5.test(data0)){
-validate372.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
-return false;
-}
-}
-else {
-validate372.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.error !== undefined){
-const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-else {
-validate372.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate372.errors = vErrors;
-return errors === 0;
-}
-validate372.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-export const response_retryEventDelivery_415 = validate374;
+export const response_retryEventDelivery_400 = validate374;
 
 function validate374(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17103,7 +17103,7 @@ return errors === 0;
 }
 validate374.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_500 = validate376;
+export const response_retryEventDelivery_401 = validate376;
 
 function validate376(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17179,7 +17179,7 @@ return errors === 0;
 }
 validate376.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_501 = validate378;
+export const response_retryEventDelivery_403 = validate378;
 
 function validate378(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17255,7 +17255,7 @@ return errors === 0;
 }
 validate378.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_retryEventDelivery_503 = validate380;
+export const response_retryEventDelivery_404 = validate380;
 
 function validate380(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17331,8 +17331,7 @@ return errors === 0;
 }
 validate380.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_200 = validate382;
-const schema472 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/TaskResult"}}};
+export const response_retryEventDelivery_409 = validate382;
 
 function validate382(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17347,14 +17346,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate382.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate382.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -17383,10 +17382,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
+if(data.error !== undefined){
 const _errs5 = errors;
-if(!(validate47(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -17408,8 +17407,7 @@ return errors === 0;
 }
 validate382.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_201 = validate384;
-const schema474 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/TaskResult"}}};
+export const response_retryEventDelivery_413 = validate384;
 
 function validate384(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17424,14 +17422,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
 validate384.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "data"))){
+if(!((key0 === "request_id") || (key0 === "error"))){
 validate384.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -17460,10 +17458,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.data !== undefined){
+if(data.error !== undefined){
 const _errs5 = errors;
-if(!(validate47(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -17485,7 +17483,7 @@ return errors === 0;
 }
 validate384.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_400 = validate386;
+export const response_retryEventDelivery_415 = validate386;
 
 function validate386(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17561,7 +17559,7 @@ return errors === 0;
 }
 validate386.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_401 = validate388;
+export const response_retryEventDelivery_500 = validate388;
 
 function validate388(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17637,7 +17635,7 @@ return errors === 0;
 }
 validate388.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_403 = validate390;
+export const response_retryEventDelivery_501 = validate390;
 
 function validate390(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17713,7 +17711,7 @@ return errors === 0;
 }
 validate390.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_404 = validate392;
+export const response_retryEventDelivery_503 = validate392;
 
 function validate392(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17789,7 +17787,8 @@ return errors === 0;
 }
 validate392.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_409 = validate394;
+export const response_submitTask_200 = validate394;
+const schema484 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/TaskResult"}}};
 
 function validate394(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17804,14 +17803,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
 validate394.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
+if(!((key0 === "request_id") || (key0 === "data"))){
 validate394.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -17840,10 +17839,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate47(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -17865,7 +17864,8 @@ return errors === 0;
 }
 validate394.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_413 = validate396;
+export const response_submitTask_201 = validate396;
+const schema486 = {"type":"object","additionalProperties":false,"required":["request_id","data"],"properties":{"request_id":{"$ref":"orbit-http#/$defs/Id"},"data":{"$ref":"orbit-http#/$defs/TaskResult"}}};
 
 function validate396(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17880,14 +17880,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.data === undefined) && (missing0 = "data"))){
 validate396.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "request_id") || (key0 === "error"))){
+if(!((key0 === "request_id") || (key0 === "data"))){
 validate396.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -17916,10 +17916,10 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.error !== undefined){
+if(data.data !== undefined){
 const _errs5 = errors;
-if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate47(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
@@ -17941,7 +17941,7 @@ return errors === 0;
 }
 validate396.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_415 = validate398;
+export const response_submitTask_400 = validate398;
 
 function validate398(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -18017,7 +18017,7 @@ return errors === 0;
 }
 validate398.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_500 = validate400;
+export const response_submitTask_401 = validate400;
 
 function validate400(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -18093,7 +18093,7 @@ return errors === 0;
 }
 validate400.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_501 = validate402;
+export const response_submitTask_403 = validate402;
 
 function validate402(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -18169,7 +18169,7 @@ return errors === 0;
 }
 validate402.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_submitTask_503 = validate404;
+export const response_submitTask_404 = validate404;
 
 function validate404(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -18244,3 +18244,459 @@ validate404.errors = vErrors;
 return errors === 0;
 }
 validate404.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_submitTask_409 = validate406;
+
+function validate406(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate406.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate406.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate406.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate406.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate406.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate406.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate406.errors = vErrors;
+return errors === 0;
+}
+validate406.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_submitTask_413 = validate408;
+
+function validate408(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate408.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate408.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate408.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate408.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate408.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate408.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate408.errors = vErrors;
+return errors === 0;
+}
+validate408.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_submitTask_415 = validate410;
+
+function validate410(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate410.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate410.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate410.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate410.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate410.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate410.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate410.errors = vErrors;
+return errors === 0;
+}
+validate410.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_submitTask_500 = validate412;
+
+function validate412(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate412.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate412.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate412.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate412.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate412.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate412.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate412.errors = vErrors;
+return errors === 0;
+}
+validate412.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_submitTask_501 = validate414;
+
+function validate414(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate414.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate414.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate414.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate414.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate414.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate414.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate414.errors = vErrors;
+return errors === 0;
+}
+validate414.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+export const response_submitTask_503 = validate416;
+
+function validate416(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate416.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((data.request_id === undefined) && (missing0 = "request_id")) || ((data.error === undefined) && (missing0 = "error"))){
+validate416.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((key0 === "request_id") || (key0 === "error"))){
+validate416.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.request_id !== undefined){
+let data0 = data.request_id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(!pattern5.test(data0)){
+validate416.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/pattern",keyword:"pattern",params:{pattern: "^[0-9a-f]{32}$"},message:"must match pattern \""+"^[0-9a-f]{32}$"+"\""}];
+return false;
+}
+}
+else {
+validate416.errors = [{instancePath:instancePath+"/request_id",schemaPath:"orbit-http#/$defs/Id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.error !== undefined){
+const _errs5 = errors;
+if(!(validate52(data.error, {instancePath:instancePath+"/error",parentData:data,parentDataProperty:"error",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate416.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate416.errors = vErrors;
+return errors === 0;
+}
+validate416.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};

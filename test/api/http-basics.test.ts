@@ -57,6 +57,23 @@ describe("HTTP basics", () => {
       assertError(await request(node.url, { path: "/v1/contract/other.yaml" }), 404, "NOT_FOUND");
     });
 
+    it("answers a query string or a body on the public GETs with 400, a status their contract lists", async () => {
+      const publicGets = {
+        getHealth: "/v1/health",
+        getLiveness: "/healthz",
+        getReadiness: "/readyz",
+        getMetrics: "/metrics",
+        getOpenapiDocument: "/v1/contract/openapi.yaml",
+        getEventsSchema: "/v1/contract/events.schema.json",
+      };
+      for (const [op, path] of Object.entries(publicGets)) {
+        for (const res of [await request(node.url, { path: `${path}?v=2` }), await request(node.url, { path, body: "{}" })]) {
+          assertError(res, 400, "INVALID_ARGUMENT");
+          assertContract(op, res);
+        }
+      }
+    });
+
     it("uses a well-formed X-Request-ID from the caller and replaces a malformed one", async () => {
       const mine = "abcdefabcdefabcdefabcdefabcdef12";
       const a = await request(node.url, { path: "/v1/health", headers: [["X-Request-ID", mine]] });
