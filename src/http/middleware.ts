@@ -1,6 +1,6 @@
 // The middleware that wraps every request, registered first so that it sees every
 // response: request id and no-store headers, the error envelope, the access log line.
-import { newHexId } from "../wire/ids.js";
+import { requestIdFrom } from "../wire/ids.js";
 import type { IncomingMessage } from "node:http";
 import type { Context, Next } from "koa";
 import { MAX_BODY_BYTES } from "../config/limits.js";
@@ -8,8 +8,6 @@ import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
 import { describeError, type Logger } from "../log/index.js";
 import { failure } from "./envelope.js";
 import * as metrics from "../metrics.js";
-
-const REQUEST_ID_RE = /^[0-9a-f]{32}$/;
 
 /** Statuses produced by the router or Koa itself, mapped onto catalogue codes. */
 const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
@@ -25,9 +23,7 @@ const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
 export function requestContext(log: Logger) {
   return async function requestContextMiddleware(ctx: Context, next: Next): Promise<void> {
     const started = process.hrtime.bigint();
-    const offered = ctx.get("x-request-id");
-    // A caller (or its load balancer) may pass its own id for tracing, if it has our shape.
-    const requestId = REQUEST_ID_RE.test(offered) ? offered : newHexId();
+    const requestId = requestIdFrom(ctx.get("x-request-id"));
     ctx.state.requestId = requestId;
     ctx.set("X-Request-ID", requestId);
     ctx.set("Cache-Control", "no-store");

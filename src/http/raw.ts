@@ -22,10 +22,10 @@ export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, s
   return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n${lines.join("\r\n")}\r\n\r\n${body}`;
 }
 
-export function writeRawError(socket: Duplex, code: ErrorCode, extraHeaders: Record<string, string> = {}): void {
+export function writeRawError(socket: Duplex, code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string): void {
   if (!socket.writable) {
     socket.destroy();
     return;
   }
-  socket.end(rawErrorResponse(code, extraHeaders));
+  socket.end(rawErrorResponse(code, extraHeaders, requestId));
 }

@@ -9,6 +9,15 @@ export function newHexId(): string {
 }
 
 /**
+ * A request's id: the caller's X-Request-ID when it is exactly 32 lowercase hex (a caller,
+ * or its load balancer, may pass its own for tracing), else a new one. Every HTTP answer
+ * and every answer to an upgrade uses it (openapi.yaml "Envelope and headers").
+ */
+export function requestIdFrom(offered: string | undefined): string {
+  return offered !== undefined && /^[0-9a-f]{32}$/.test(offered) ? offered : newHexId();
+}
+
+/**
  * A row's id (entities, sessions): the creating clock's milliseconds in the first 12 hex
  * characters, then 80 random bits. They are InnoDB primary keys, and every secondary index
  * ends with the primary key: random keys put each insert on a random page of every index

@@ -12,13 +12,13 @@ import { authenticate, requireAction } from "../domain/identity.js";
 import type { Sequencer } from "../domain/sequencer.js";
 import type { SubscriptionSignals } from "../domain/subscription-signals.js";
 import { describeError, type Logger } from "../log/index.js";
-import { OrbitError } from "../wire/errors.js";
+import { OrbitError, type ErrorCode } from "../wire/errors.js";
 import { writeRawError } from "../http/raw.js";
 import { AckBatcher } from "./ack-batcher.js";
 import { ClaimScheduler } from "./claim-scheduler.js";
 import { CLOSE, EventConnection } from "./connection.js";
 import { checkOrigin, checkHandshake, SUBPROTOCOL } from "./guard.js";
-import { newHexId } from "../wire/ids.js";
+import { requestIdFrom } from "../wire/ids.js";
 import * as metrics from "../metrics.js";
 
 /**
@@ -84,9 +84,13 @@ export class EventHub {
   /** The guard of spec §5, in the order openapi.yaml gives, then the 101. */
   async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on("error", () => socket.destroy());
+    // The request id of every answer below, the 101 included: the caller's, as over HTTP.
+    const offered = req.headers["x-request-id"];
+    const requestId = requestIdFrom(typeof offered === "string" ? offered : undefined);
+    const refuse = (code: ErrorCode, headers: Record<string, string> = {}) => writeRawError(socket, code, headers, requestId);
     const [path] = (req.url ?? "").split("?");
-    if (path !== "/v1/events/connect") return writeRawError(socket, "NOT_FOUND");
-    if (this.closing) return writeRawError(socket, "UNAVAILABLE", { "Retry-After": "1" });
+    if (path !== "/v1/events/connect") return refuse("NOT_FOUND");
+    if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
     this.upgrading++;
     try {
       const authorization = req.headersDistinct["authorization"];
@@ -95,10 +99,10 @@ export class EventHub {
       requireAction(caller, "events:consume");
       checkHandshake(req);
       if (this.connections.size + this.upgrading > this.deps.maxConnections) {
-        return writeRawError(socket, "CAPACITY_EXCEEDED", { "Retry-After": "1" });
+        return refuse("CAPACITY_EXCEEDED", { "Retry-After": "1" });
       }
-      if (this.closing) return writeRawError(socket, "UNAVAILABLE", { "Retry-After": "1" });
-      (req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId = newHexId();
+      if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
+      (req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId = requestId;
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         const conn = new EventConnection(ws, caller, authorization![0]!, {
           ...this.deps,
@@ -120,9 +124,9 @@ export class EventHub {
         metrics.eventConnections.set(this.connections.size);
       });
     } catch (e) {
-      if (e instanceof OrbitError) return writeRawError(socket, e.code, e.headers as Record<string, string>);
+      if (e instanceof OrbitError) return refuse(e.code, e.headers as Record<string, string>);
       this.deps.log.log("warn", "upgrade failed", describeError(e));
-      writeRawError(socket, "UNAVAILABLE", { "Retry-After": "1" });
+      refuse("UNAVAILABLE", { "Retry-After": "1" });
     } finally {
       this.upgrading--;
     }

@@ -96,6 +96,35 @@ describe("event connections: guard and session", function () {
       assert.match(raw, /Sec-WebSocket-Protocol: orbit\.events\.v1/);
     });
 
+    it("takes the caller's well-formed X-Request-ID for the 101 and for a refusal, as HTTP does", async () => {
+      const mine = "abcdefabcdefabcdefabcdefabcdef12";
+      for (const [o, status] of [[{}, 401], [{ token: cred.token, protocol: null }, 426]] as const) {
+        const r = await refusal(connect(node.url, { ...o, headers: { "X-Request-ID": mine } }));
+        assert.equal(r.status, status);
+        assert.equal(r.headers["x-request-id"], mine);
+        assert.equal(r.body.request_id, mine);
+      }
+      const upgraded = await new Promise<string>((resolve, reject) => {
+        const sock = net.connect(node.port, "127.0.0.1", () => {
+          sock.write(
+            "GET /v1/events/connect HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+              `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: orbit.events.v1\r\nAuthorization: Bearer ${cred.token}\r\nX-Request-ID: ${mine}\r\n\r\n`,
+          );
+        });
+        let out = "";
+        sock.on("data", (d) => {
+          out += d;
+          if (out.includes("\r\n\r\n")) {
+            sock.destroy();
+            resolve(out);
+          }
+        });
+        sock.on("error", reject);
+      });
+      assert.match(upgraded, /^HTTP\/1\.1 101 /);
+      assert.match(upgraded, new RegExp(`X-Request-ID: ${mine}\r\n`));
+    });
+
     it("refuses connections beyond the node's maximum with 429 and Retry-After: 1", async () => {
       const many = await Promise.all(Array.from({ length: 6 }, () => conn()));
       const r = await expectRefusal({ token: cred.token }, 429, "CAPACITY_EXCEEDED");
