@@ -479,6 +479,18 @@ describe('contract: examples embedded in the documents', () => {
     }
     assert.ok(n >= 20, `only ${n} examples`);
   });
+
+  it('the getCurrentCredential example is in the order the server answers: actions sorted, queues by name', () => {
+    const get = obj(obj(obj(openapi['paths'], 'paths')['/v1/credential'], '/v1/credential')['get'], 'get');
+    const media = obj(obj(obj(obj(get['responses'], 'responses')['200'], '200')['content'], 'content')['application/json'], 'json');
+    for (const [k, e] of Object.entries(obj(media['examples'], 'examples'))) {
+      const data = obj(obj(obj(e, k)['value'], 'value')['data'], 'data');
+      const actions = data['actions'] as string[];
+      assert.deepEqual(actions, [...actions].sort(), `example ${k}: actions`);
+      const names = (data['queues'] as JsonObject[]).map((q) => String(q['name']));
+      assert.deepEqual(names, [...names].sort((a, b) => a.localeCompare(b)), `example ${k}: queues`);
+    }
+  });
 });
 
 // ---------------------------------------------------------------- conventions
