@@ -62,7 +62,10 @@ export function methodNotAllowed() {
 }
 
 export function buildRouter(deps: RouterDeps): Router {
-  const router = new Router();
+  // Paths match exactly, as openapi.yaml spells them: @koa/router's defaults would also
+  // route case variants (/V1/TASKS) and a trailing slash to an operation, where the
+  // contract has an unknown path (404).
+  const router = new Router({ strict: true, sensitive: true });
   for (const route of ROUTES as readonly RouteSpec[]) {
     const method = route.method.toLowerCase() as "get" | "post";
     router[method](route.operationId, route.routerPath, (ctx) => runOperation(ctx, route, deps));

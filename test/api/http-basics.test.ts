@@ -89,6 +89,21 @@ describe("HTTP basics", () => {
       assertError(await call({ path: "/" }), 404, "NOT_FOUND");
     });
 
+    it("matches paths exactly: a case variant or a trailing slash is an unknown path (404), never an alias", async () => {
+      for (const path of ["/v1/credential/", "/V1/CREDENTIAL", "/HEALTHZ", `/v1/Tasks/${ID}`, `/v1/tasks/${ID}/`]) {
+        assertError(await call({ path }), 404, "NOT_FOUND");
+      }
+      const configure = (path: string) => call({ method: "POST", path, headers: [freshKey()], body: JSON.stringify({ expected_revision: "1", enabled: false, reason: "r" }) });
+      const created = await create(validCreate(), [freshKey()]);
+      assert.equal(created.status, 201, created.text);
+      const sub = created.json.data.subscription.id as string;
+      // Read exactly, this is /v1/subscriptions/{id} (with an id that cannot exist): no POST there.
+      assertError(await configure(`/v1/subscriptions/${sub}:Configure`), 405, "METHOD_NOT_ALLOWED");
+      assertError(await configure(`/V1/subscriptions/${sub}:configure`), 404, "NOT_FOUND");
+      assertError(await call({ method: "POST", path: "/v1/subscriptions/", headers: [freshKey()], body: validCreate() }), 404, "NOT_FOUND");
+      assert.equal((await call({ path: `/v1/subscriptions/${sub}` })).json.data.revision, "1", "nothing was configured");
+    });
+
     it("answers a known path with the wrong method with 405 and Allow", async () => {
       const res = await call({ method: "DELETE", path: `/v1/tasks/${ID}` });
       assertError(res, 405, "METHOD_NOT_ALLOWED");
