@@ -70,6 +70,11 @@ export class Consumer {
           capacity: this.o.capacity ?? 8,
         });
         this.conn = conn;
+        if (this.draining) {
+          // stop() came while this connection was being opened: it found none to close.
+          await conn.close(1000, "consumer stopping");
+          break;
+        }
         delay = initial;
         conn.on("delivery", (d: Delivery) => this.onDelivery(conn, d));
         await this.resendAcks(conn);

@@ -211,6 +211,13 @@ describe("event SDK", function () {
       assert.ok(Date.now() - started < 5000, "reported at once, no retry loop");
     });
 
+    it("stops when stop() comes while it is still connecting", async () => {
+      const { sub } = await setup();
+      const c = new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: sub, handler: async () => undefined }).start();
+      const stopped = await Promise.race([c.stop({ deadlineMs: 500 }), sleep(5000).then(() => "still running")]);
+      assert.deepEqual(stopped, { stopped: true });
+    });
+
     it("drains on stop: no new deliveries, running handlers finish and are ACKed, bounded by the deadline", async () => {
       const { q, sub } = await setup();
       await results(q, 2);
