@@ -2,11 +2,12 @@
 // resolves only once the receiver has durably saved the result; then — and never
 // before — the consumer ACKs. It reconnects after any close (exponential back-off with
 // jitter), keeps every proof whose ACK was not confirmed and re-sends those ACKs on the
-// next connection, drops a proof that was replaced (DELIVERY_LEASE_LOST: the
-// redelivery will come), and stops and reports on EVENT_HISTORY_EXPIRED,
-// PERMISSION_DENIED, NOT_FOUND or UNAUTHENTICATED instead of looping. It keeps no
-// in-memory "seen" set: delivery is at least once, so the receiver dedupes by event.id
-// in its own durable store (see examples/inbox).
+// next connection (a handler that outlives its connection is ACKed on the one open when
+// it resolves), runs at most `capacity` handlers at once, drops a proof that was
+// replaced (DELIVERY_LEASE_LOST: the redelivery will come), and stops and reports on
+// EVENT_HISTORY_EXPIRED, PERMISSION_DENIED, NOT_FOUND or UNAUTHENTICATED instead of
+// looping. It keeps no in-memory "seen" set: delivery is at least once, so the receiver
+// dedupes by event.id in its own durable store (see examples/inbox).
 import { EventConnection, OrbitEventError, type Delivery, type Proof } from "./event-connection.js";
 import type { EventDelivery, ResultEvent } from "./types.js";
 
@@ -35,6 +36,9 @@ export class Consumer {
   /** Proofs whose ACK was not confirmed yet, by delivery id (the latest proof wins). */
   private readonly unconfirmed = new Map<string, Proof>();
   private readonly running = new Set<Promise<void>>();
+  /** Deliveries of the open connection that wait for a free handler (see pump). */
+  private waiting: Delivery[] = [];
+  private readonly capacity: number;
   private conn: EventConnection | undefined;
   private draining = false;
   private ended = false;
@@ -44,6 +48,7 @@ export class Consumer {
 
   constructor(private readonly o: ConsumerOptions) {
     this.done = new Promise((resolve) => (this.finish = resolve));
+    this.capacity = o.capacity ?? 8;
   }
 
   /** Starts the connect / consume / reconnect loop; `done` settles when it ends. */
@@ -67,7 +72,7 @@ export class Consumer {
           baseUrl: urls[attempt % urls.length]!,
           token: this.o.token,
           subscriptionId: this.o.subscriptionId,
-          capacity: this.o.capacity ?? 8,
+          capacity: this.capacity,
         });
         this.conn = conn;
         if (this.draining) {
@@ -76,9 +81,10 @@ export class Consumer {
           break;
         }
         delay = initial;
-        conn.on("delivery", (d: Delivery) => this.onDelivery(conn, d));
-        await this.resendAcks(conn);
+        conn.on("delivery", (d: Delivery) => this.onDelivery(d));
+        await this.resendAcks();
         const closed = await conn.closed;
+        this.waiting = []; // not taken: their leases run out and they are delivered again
         if (closed.error) this.report(closed.error);
         if (closed.error && FATAL.has(closed.error.code)) return this.end({ stopped: false, error: closed.error });
       } catch (e) {
@@ -93,21 +99,40 @@ export class Consumer {
     this.end({ stopped: true });
   }
 
-  private onDelivery(conn: EventConnection, d: Delivery): void {
+  private onDelivery(d: Delivery): void {
     if (this.draining) return; // not taken: its lease runs out and it is delivered again
+    this.waiting.push(d);
+    this.pump();
+  }
+
+  // At most `capacity` handlers run at once, also across a reconnect: the new connection
+  // may be handed `capacity` deliveries while handlers of the closed one still run.
+  private pump(): void {
+    while (!this.draining && this.running.size < this.capacity && this.waiting.length > 0) this.run(this.waiting.shift()!);
+  }
+
+  private run(d: Delivery): void {
     const p = this.o
       .handler(d.event, d.delivery)
       .then(() => {
         if (this.o.ack === false) return;
         this.unconfirmed.set(d.proof.delivery_id, d.proof);
-        return this.sendAck(conn, d.proof);
+        return this.sendAck(d.proof);
       })
       .catch((e: unknown) => this.report(e));
     this.running.add(p);
-    void p.finally(() => this.running.delete(p));
+    void p.finally(() => {
+      this.running.delete(p);
+      this.pump();
+    });
   }
 
-  private async sendAck(conn: EventConnection, proof: Proof): Promise<void> {
+  // On the connection open now, not the one that delivered: a proof ACKs on any
+  // connection (spec §5), and a handler may outlive its connection. With none open the
+  // proof waits in `unconfirmed` for resendAcks on the next one.
+  private async sendAck(proof: Proof): Promise<void> {
+    const conn = this.conn;
+    if (!conn?.isOpen) return;
     try {
       await conn.ack(proof);
       this.forget(proof);
@@ -126,8 +151,8 @@ export class Consumer {
     if (kept && kept.epoch === proof.epoch && kept.lease_secret === proof.lease_secret) this.unconfirmed.delete(proof.delivery_id);
   }
 
-  private async resendAcks(conn: EventConnection): Promise<void> {
-    await Promise.all([...this.unconfirmed.values()].map((p) => this.sendAck(conn, p)));
+  private async resendAcks(): Promise<void> {
+    await Promise.all([...this.unconfirmed.values()].map((p) => this.sendAck(p)));
   }
 
   /**
@@ -136,10 +161,11 @@ export class Consumer {
    */
   async stop(o: { deadlineMs?: number } = {}): Promise<StopReason> {
     this.draining = true;
+    this.waiting = [];
     const deadline = new Promise<void>((r) => setTimeout(r, o.deadlineMs ?? 10_000).unref());
     await Promise.race([Promise.all([...this.running]), deadline]);
     const conn = this.conn;
-    if (conn?.isOpen && this.unconfirmed.size > 0) await Promise.race([this.resendAcks(conn), deadline]);
+    if (conn?.isOpen && this.unconfirmed.size > 0) await Promise.race([this.resendAcks(), deadline]);
     await conn?.close(1000, "consumer stopping");
     this.wake?.();
     return this.done;

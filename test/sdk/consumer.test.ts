@@ -218,6 +218,42 @@ describe("event SDK", function () {
       assert.deepEqual(stopped, { stopped: true });
     });
 
+    it("ACKs on the next connection a delivery whose handler outlived its connection, and never runs more handlers than capacity", async () => {
+      // A lease far longer than the test: nothing may come back because a lease ran out.
+      const longLease = await startNode(db.url, { ORBIT_LEASE_DURATION_MS: "20000" });
+      const proxy = await startProxy(longLease.port);
+      try {
+        const { q, sub } = await setup();
+        let calls = 0;
+        let running = 0;
+        let mostRunning = 0;
+        const c = new Consumer({
+          baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 50 },
+          handler: async () => {
+            calls++;
+            mostRunning = Math.max(mostRunning, ++running);
+            if (calls === 1) {
+              proxy.cut(); // the connection that delivered this one is gone
+              await sleep(100);
+              proxy.restore();
+              await sleep(1500); // the consumer reconnects meanwhile
+            }
+            running--;
+          },
+        }).start();
+        await sleep(300);
+        await results(q, 2);
+        await until(async () => (await states(sub)).ACKED === 2, 6000);
+        assert.equal(calls, 2, "each result handled once");
+        assert.equal(mostRunning, 1, "capacity 1: one handler at a time, across connections too");
+        await until(() => c.pendingAcks === 0);
+        await c.stop();
+      } finally {
+        await proxy.close();
+        await longLease.stop();
+      }
+    });
+
     it("drains on stop: no new deliveries, running handlers finish and are ACKed, bounded by the deadline", async () => {
       const { q, sub } = await setup();
       await results(q, 2);
