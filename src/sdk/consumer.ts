@@ -49,6 +49,8 @@ export class Consumer {
   constructor(private readonly o: ConsumerOptions) {
     this.done = new Promise((resolve) => (this.finish = resolve));
     this.capacity = o.capacity ?? 8;
+    // A capacity the contract refuses would never connect: say so now, not by retrying forever.
+    if (!Number.isInteger(this.capacity) || this.capacity < 1 || this.capacity > 32) throw new RangeError(`capacity must be an integer 1-32, not ${this.capacity}`);
   }
 
   /** Starts the connect / consume / reconnect loop; `done` settles when it ends. */
