@@ -133,7 +133,10 @@ export class OrbitClient {
     if (body !== undefined) headers["Content-Length"] = String(Buffer.byteLength(body));
     let lastError: unknown;
     for (let attempt = 0; attempt <= this.retries; attempt++) {
-      if (attempt > 0) await sleep(this.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random()));
+      // Never sooner than the node's Retry-After (1 s on a 503): earlier retries only meet
+      // the same overload or timeout again.
+      const retryAfterMs = lastError instanceof OrbitApiError ? (lastError.retryAfterMs ?? 0) : 0;
+      if (attempt > 0) await sleep(Math.max(retryAfterMs, this.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random())));
       let res: Answer;
       try {
         res = await send(this.agent, url, c.method, headers, body, c.timeoutMs ?? this.timeoutMs);
@@ -143,9 +146,9 @@ export class OrbitClient {
       }
       if (res.status === 204) return undefined as D;
       const env = parseEnvelope<D>(res.text);
-      if (!env) throw new OrbitApiError("INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.requestId);
+      if (!env) throw new OrbitApiError("INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.requestId, res.retryAfterMs);
       if ("data" in env) return env.data;
-      const err = new OrbitApiError(env.error.code, env.error.message, res.status, env.request_id);
+      const err = new OrbitApiError(env.error.code, env.error.message, res.status, env.request_id, res.retryAfterMs);
       if (env.error.code !== "UNAVAILABLE") throw err;
       lastError = err;
     }
@@ -157,6 +160,7 @@ export class OrbitClient {
 interface Answer {
   readonly status: number;
   readonly requestId: string | undefined;
+  readonly retryAfterMs: number | undefined;
   readonly text: string;
 }
 
@@ -174,7 +178,12 @@ function send(agent: http.Agent, url: URL, method: string, headers: Record<strin
       res.on("end", () => {
         clearTimeout(timer);
         const id = res.headers["x-request-id"];
-        resolve({ status: res.statusCode ?? 0, requestId: typeof id === "string" ? id : undefined, text: Buffer.concat(chunks).toString("utf8") });
+        resolve({
+          status: res.statusCode ?? 0,
+          requestId: typeof id === "string" ? id : undefined,
+          retryAfterMs: parseRetryAfter(res.headers["retry-after"]),
+          text: Buffer.concat(chunks).toString("utf8"),
+        });
       });
       res.on("error", fail);
       // Cut mid-body: "close" without "end".
@@ -199,6 +208,14 @@ function parseEnvelope<D>(text: string): Envelope<D> | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3), in ms from now. */
+export function parseRetryAfter(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (/^[0-9]+$/.test(v)) return Number(v) * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,6 +1,9 @@
 import type { ErrorCode } from "./types.js";
 
-/** An error answer of the API: the spec's code, the HTTP status and the request id. */
+/**
+ * An error answer of the API: the spec's code, the HTTP status, the request id and, on
+ * 429 and 503, the answer's Retry-After in milliseconds.
+ */
 export class OrbitApiError extends Error {
   override readonly name = "OrbitApiError";
   constructor(
@@ -8,6 +11,7 @@ export class OrbitApiError extends Error {
     message: string,
     readonly status: number,
     readonly requestId: string | undefined,
+    readonly retryAfterMs?: number,
   ) {
     super(`${code}: ${message}`);
   }

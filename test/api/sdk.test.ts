@@ -84,6 +84,30 @@ describe("management SDK", () => {
     assert.throws(() => new RawJson("{not json"));
   });
 
+  it("waits the node's Retry-After between retries of a 503 and surfaces it on the error", async () => {
+    const slowNode = await startNode(db.url, { ORBIT_REQUEST_TIMEOUT_MS: "300" });
+    const c = await db.connect();
+    try {
+      // Authentication cannot read its table: every attempt ends in 503 with Retry-After: 1.
+      await c.query("LOCK TABLES credentials WRITE");
+      const impatient = new OrbitClient({ baseUrl: slowNode.url, token: cred.token, retries: 2, backoffMs: 20 });
+      const started = Date.now();
+      await assert.rejects(impatient.getCurrentCredential(), (e: unknown) => {
+        assert.ok(e instanceof OrbitApiError);
+        assert.equal(e.code, "UNAVAILABLE");
+        assert.equal(e.status, 503);
+        assert.match(e.requestId ?? "", /^[0-9a-f]{32}$/);
+        assert.equal(e.retryAfterMs, 1000);
+        return true;
+      });
+      assert.ok(Date.now() - started >= 2 * 1000, `two retries, each at least 1 s after a 503 (took ${Date.now() - started} ms)`);
+    } finally {
+      await c.query("UNLOCK TABLES");
+      await c.end();
+      await slowNode.stop();
+    }
+  });
+
   it("gives up with OrbitNetworkError when no answer ever comes", async () => {
     const dead = new OrbitClient({ baseUrl: "http://127.0.0.1:1", token: cred.token, retries: 1, backoffMs: 1 });
     await assert.rejects(dead.getSubscription("0123456789abcdef0123456789abcdef"), (e: unknown) => e instanceof OrbitNetworkError);
