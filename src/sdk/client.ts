@@ -7,6 +7,7 @@ import http from "node:http";
 import https from "node:https";
 import { OrbitApiError, OrbitNetworkError } from "./errors.js";
 import { stringifyBody, type RawJson } from "./raw-json.js";
+import { parseRetryAfter } from "./retry-after.js";
 import type * as T from "./types.js";
 
 export interface OrbitClientOptions {
@@ -208,14 +209,6 @@ function parseEnvelope<D>(text: string): Envelope<D> | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3), in ms from now. */
-export function parseRetryAfter(v: string | undefined): number | undefined {
-  if (v === undefined) return undefined;
-  if (/^[0-9]+$/.test(v)) return Number(v) * 1000;
-  const at = Date.parse(v);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -67,6 +67,7 @@ export class Consumer {
     const initial = this.o.backoff?.initialMs ?? 100;
     const max = this.o.backoff?.maxMs ?? 10_000;
     let delay = initial;
+    let notBefore = 0;
     const urls = typeof this.o.baseUrl === "string" ? [this.o.baseUrl] : this.o.baseUrl;
     for (let attempt = 0; !this.draining; attempt++) {
       try {
@@ -92,10 +93,13 @@ export class Consumer {
       } catch (e) {
         if (e instanceof OrbitEventError && FATAL.has(e.code)) return this.end({ stopped: false, error: e });
         this.report(e);
+        // A full node (429) or one shutting down (503) says when to come back.
+        if (e instanceof OrbitEventError && e.retryAfterMs !== undefined) notBefore = e.retryAfterMs;
       }
       if (this.draining) break;
       // Exponential back-off with full jitter, so that many consumers do not reconnect in step.
-      await this.sleep(Math.random() * delay);
+      await this.sleep(Math.max(notBefore, Math.random() * delay));
+      notBefore = 0;
       delay = Math.min(max, delay * 2);
     }
     this.end({ stopped: true });

@@ -7,6 +7,7 @@ import { EventEmitter } from "node:events";
 import WebSocket from "ws";
 import { corkForTurn } from "./cork.js";
 import { randomHex } from "./random-hex.js";
+import { parseRetryAfter } from "./retry-after.js";
 import * as frameValidators from "../../generated/ws/validators.js";
 import type { AckReceipt, ClientFrame, EventDeliver, EventsWelcome, PingReply, ServerFrame } from "../../generated/ws/frames.js";
 import type { ErrorCode, EventDelivery, ResultEvent } from "./types.js";
@@ -42,6 +43,8 @@ export class OrbitEventError extends Error {
     message: string,
     /** The HTTP status of a refused upgrade. */
     readonly status?: number,
+    /** A refused upgrade's Retry-After (429 CAPACITY_EXCEEDED, 503 UNAVAILABLE), in ms. */
+    readonly retryAfterMs?: number,
   ) {
     super(`${code}: ${message}`);
   }
@@ -211,7 +214,7 @@ function opened(ws: WebSocket): Promise<void> {
         } catch {
           /* not an envelope */
         }
-        reject(new OrbitEventError(code, message, res.statusCode));
+        reject(new OrbitEventError(code, message, res.statusCode, parseRetryAfter(res.headers["retry-after"])));
       });
     });
     ws.once("error", (e) => reject(new OrbitEventError("CONNECTION_CLOSED", e.message)));

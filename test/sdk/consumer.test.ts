@@ -218,6 +218,29 @@ describe("event SDK", function () {
       }
     });
 
+    it("waits the node's Retry-After before reconnecting after a refused upgrade", async () => {
+      const fullNode = await startNode(db.url, { ORBIT_MAX_CONNECTIONS: "1" });
+      try {
+        const { sub } = await setup();
+        const seat = await EventConnection.open({ baseUrl: fullNode.url, token: cred.token, subscriptionId: sub, capacity: 1 });
+        const refused: OrbitEventError[] = [];
+        const c = new Consumer({
+          baseUrl: fullNode.url, token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 20 },
+          onError: (e) => e instanceof OrbitEventError && refused.push(e),
+          handler: async () => undefined,
+        }).start();
+        await sleep(1500);
+        await seat.close();
+        assert.equal(refused[0]?.code, "CAPACITY_EXCEEDED");
+        assert.equal(refused[0]?.status, 429);
+        assert.equal(refused[0]?.retryAfterMs, 1000);
+        assert.ok(refused.length <= 2, `at most one retry in 1.5 s with Retry-After: 1 (${refused.length} attempts)`);
+        await c.stop();
+      } finally {
+        await fullNode.stop();
+      }
+    });
+
     it("stops when stop() comes while it is still connecting", async () => {
       const { sub } = await setup();
       const c = new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: sub, handler: async () => undefined }).start();
