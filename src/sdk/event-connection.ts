@@ -58,6 +58,11 @@ export interface EventConnectionOptions {
   readonly capacity: number;
   /** Send events.ping every heartbeat_interval_ms (default true). */
   readonly heartbeat?: boolean;
+  /**
+   * A heartbeat ping unanswered this long (default heartbeat_interval_ms) means the peer
+   * or the path is gone without a close: the socket is dropped (close 1006).
+   */
+  readonly pingTimeoutMs?: number;
   readonly connectTimeoutMs?: number;
 }
 
@@ -123,7 +128,8 @@ export class EventConnection extends EventEmitter {
     });
     conn = new EventConnection(ws, welcome, closed);
     if (o.heartbeat !== false) {
-      conn.heartbeat = setInterval(() => void conn!.ping().catch(() => undefined), welcome.body.heartbeat_interval_ms);
+      const interval = welcome.body.heartbeat_interval_ms;
+      conn.heartbeat = setInterval(() => void conn!.heartbeatOnce(o.pingTimeoutMs ?? interval), interval);
     }
     // Deliveries that raced the welcome are handed out once listeners can attach.
     setImmediate(() => early.forEach((f) => conn!.onFrame(f)));
@@ -147,6 +153,19 @@ export class EventConnection extends EventEmitter {
   async ping(): Promise<PingReply> {
     const f = await this.request({ type: "events.ping", body: {} });
     return f.body as PingReply;
+  }
+
+  // Without it a connection whose path went silent (no FIN: a dropped NAT entry, a frozen
+  // node) would look open forever, and a consumer on it would never reconnect.
+  private async heartbeatOnce(timeoutMs: number): Promise<void> {
+    const timer = setTimeout(() => this.ws.terminate(), timeoutMs);
+    try {
+      await this.ping();
+    } catch {
+      /* a close is surfaced through "close" */
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   close(code = 1000, reason = "client closing"): Promise<Closed> {

@@ -69,6 +69,24 @@ describe("event SDK", function () {
       }
     });
 
+    it("closes a connection whose ping goes unanswered, so that a consumer reconnects instead of waiting forever", async function () {
+      this.timeout(40000);
+      const { sub } = await setup();
+      const proxy = await startProxy(node.port);
+      try {
+        const conn = await EventConnection.open({ baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, pingTimeoutMs: 1000 });
+        proxy.hold(); // the path to the client goes silent: no FIN, no answers (a dead NAT entry, a frozen peer)
+        const started = Date.now();
+        const closed = await Promise.race([conn.closed, sleep(25000).then(() => undefined)]);
+        assert.ok(closed, "closed after the first unanswered ping");
+        assert.equal(closed.code, 1006);
+        assert.ok(Date.now() - started < conn.welcome.heartbeat_interval_ms + 3000);
+      } finally {
+        proxy.release();
+        await proxy.close();
+      }
+    });
+
     it("opens with hello, surfaces typed deliveries, ACKs with receipts and typed errors", async () => {
       const { q, sub } = await setup();
       await results(q, 1);
