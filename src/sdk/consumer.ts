@@ -118,8 +118,9 @@ export class Consumer {
   }
 
   private run(d: Delivery): void {
-    const p = this.o
-      .handler(d.event, d.delivery)
+    // A handler that throws instead of rejecting fails the same way: no ACK, and no throw
+    // into the socket's message callback, where it would take the whole process down.
+    const p = new Promise<void>((resolve) => resolve(this.o.handler(d.event, d.delivery)))
       .then(() => {
         if (this.o.ack === false) return;
         this.unconfirmed.set(d.proof.delivery_id, d.proof);

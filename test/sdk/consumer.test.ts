@@ -159,6 +159,26 @@ describe("event SDK", function () {
       await c.stop();
     });
 
+    it("treats a handler that throws instead of rejecting as a failure too: no crash, no ACK, redelivered", async () => {
+      const { q, sub } = await setup();
+      await results(q, 1);
+      let calls = 0;
+      const errors: unknown[] = [];
+      const c = new Consumer({
+        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1, onError: (e) => errors.push(e),
+        // Not async: the first call throws before any promise exists.
+        handler: (): Promise<void> => {
+          calls++;
+          if (calls === 1) throw new Error("thrown, not rejected");
+          return Promise.resolve();
+        },
+      }).start();
+      await until(async () => (await states(sub)).ACKED === 1);
+      assert.equal(calls, 2);
+      assert.ok(errors.some((e) => e instanceof Error && /thrown, not rejected/.test(e.message)));
+      await c.stop();
+    });
+
     it("reconnects after a lost ACK answer and re-sends the ACK on the new connection", async () => {
       const { q, sub } = await setup();
       const proxy = await startProxy(node.port);
