@@ -49,8 +49,9 @@ export class Consumer {
   constructor(private readonly o: ConsumerOptions) {
     this.done = new Promise((resolve) => (this.finish = resolve));
     this.capacity = o.capacity ?? 8;
-    // A capacity the contract refuses would never connect: say so now, not by retrying forever.
+    // A hello the contract refuses would never connect: say so now, not by retrying forever.
     if (!Number.isInteger(this.capacity) || this.capacity < 1 || this.capacity > 32) throw new RangeError(`capacity must be an integer 1-32, not ${this.capacity}`);
+    if (!/^[0-9a-f]{32}$/.test(o.subscriptionId)) throw new RangeError("subscriptionId must be 32 lowercase hex characters");
   }
 
   /** Starts the connect / consume / reconnect loop; `done` settles when it ends. */

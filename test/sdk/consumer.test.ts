@@ -249,10 +249,13 @@ describe("event SDK", function () {
       assert.ok(Date.now() - started < 5000, "reported at once, no retry loop");
     });
 
-    it("refuses a capacity outside 1-32 at once instead of retrying a hello that cannot be sent", () => {
+    it("refuses a capacity outside 1-32 or a malformed subscription id at once instead of retrying a hello that cannot be sent", () => {
       const handler = async () => undefined;
       for (const capacity of [0, 33, 1.5]) {
         assert.throws(() => new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: "0".repeat(32), capacity, handler }), RangeError);
+      }
+      for (const subscriptionId of ["A".repeat(32), "0".repeat(31), ""]) {
+        assert.throws(() => new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId, handler }), RangeError);
       }
     });
 
