@@ -8,7 +8,8 @@ A live consumer in the terminal: prints each delivered event as one JSON line on
 (and a short line on stderr), then ACKs it, unless --no-ack (a read-only tail: the
 deliveries come back when their leases run out). Reconnects by itself; stops on
 EVENT_HISTORY_EXPIRED, PERMISSION_DENIED, NOT_FOUND or UNAUTHENTICATED. Ctrl-C drains and
-exits 0.
+exits 0. When stdout is closed (e.g. piped into head) it drains and exits 1; a line it
+could not print is not ACKed.
 
 Environment: ORBIT_TOKEN (required: a credential with events:consume; never put it on
 the command line), ORBIT_URL (default http://ORBIT_HOST:ORBIT_PORT, i.e.
@@ -36,15 +37,27 @@ export async function runListen(argv: string[]): Promise<number> {
     ack: !flag(v, "no-ack"),
     onError: (e) => process.stderr.write(`orbit listen: ${e instanceof Error ? e.message : String(e)}\n`),
     handler: async (event, delivery) => {
-      // Printed before the ACK: stdout is this consumer's durable store.
-      await new Promise<void>((resolve) => process.stdout.write(JSON.stringify(event) + "\n", () => resolve()));
+      // Printed before the ACK: stdout is this consumer's durable store, so a line that
+      // could not be written fails the handler and is not ACKed.
+      await new Promise<void>((resolve, reject) => process.stdout.write(JSON.stringify(event) + "\n", (e) => (e ? reject(e) : resolve())));
       process.stderr.write(`#${event.sequence} ${event.type} task ${event.aggregate_id} (delivery ${delivery.id}, attempt ${delivery.attempts})\n`);
     },
   }).start();
   const onSignal = () => void consumer.stop({ deadlineMs: 5000 });
+  // The reader went away (`orbit listen | head`): stop like on a signal, not with an
+  // unhandled 'error' event.
+  let stdoutError: Error | undefined;
+  process.stdout.on("error", (e) => {
+    stdoutError ??= e;
+    onSignal();
+  });
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
   const end = await consumer.done;
+  if (stdoutError) {
+    process.stderr.write(`orbit listen: stopped: stdout closed (${stdoutError.message})\n`);
+    return 1;
+  }
   if (end.stopped) return 0;
   process.stderr.write(`orbit listen: stopped: ${end.error.message}\n`);
   return 1;

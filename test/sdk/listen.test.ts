@@ -83,6 +83,26 @@ describe("orbit listen", function () {
     assert.equal(await l.exit, 0);
   });
 
+  it("stops cleanly when its stdout is closed (| head), without ACKing what it could not print", async () => {
+    const q = cred.queues[1]!.id;
+    const sub = (await api.post("/v1/subscriptions", { name: "piped", queue_id: q })).json.data.subscription.id;
+    await result(q);
+    const child = spawn("bash", ["-c", `"${process.execPath}" "${ORBIT_BIN}" listen --subscription ${sub} --capacity 1 | head -n 1; echo "listen exit \${PIPESTATUS[0]}" >&2`], {
+      env: { ...process.env, ORBIT_TOKEN: cred.token, ORBIT_URL: node.url },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    child.stderr!.on("data", (d) => (stderr += d));
+    const exit = new Promise<void>((r) => child.on("exit", () => r()));
+    await until(async () => (await acked(sub)) === 1);
+    await result(q);
+    await result(q);
+    await exit;
+    assert.match(stderr, /listen exit 1/);
+    assert.doesNotMatch(stderr, /Unhandled 'error' event|\n\s+at /, "a short message, not a crash");
+    assert.equal(await acked(sub), 1, "only the printed event is ACKed");
+  });
+
   it("stops with exit 1 on a subscription it cannot see, and refuses bad arguments", async () => {
     const l = listen(["--subscription", "0".repeat(32)]);
     assert.equal(await l.exit, 1);
