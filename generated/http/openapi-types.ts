@@ -759,7 +759,7 @@ export interface components {
             expected_revision: components["schemas"]["Uint64String"];
             /** @enum {string} */
             outcome: "succeeded" | "failed";
-            /** @description Optional result; kept as the raw JSON text sent (present even when it is null). When omitted the task keeps the result it already had, if any. */
+            /** @description Optional result; kept as the raw JSON text sent (present even when it is null). When omitted the task keeps the result it already had, if any. At most 256 KiB measured as the JSON string that carries it (as for completeAttempt), else 400 INVALID_ARGUMENT. */
             result?: components["schemas"]["JsonValue"];
             reason: components["schemas"]["Reason"];
         };
@@ -785,7 +785,7 @@ export interface components {
              * @enum {string}
              */
             outcome: "succeeded" | "failed" | "needs_review";
-            /** @description Optional result; kept as the raw JSON text sent. */
+            /** @description Optional result; kept as the raw JSON text sent. **Orbit's choice:** at most 256 KiB measured as the JSON string that carries it in `task.result` and an event's `snapshot.result` (UTF-8 bytes, its quotes and backslashes escaped), else 400 INVALID_ARGUMENT, so that every `event.deliver` frame fits the 512 KiB frame limit. */
             result?: components["schemas"]["JsonValue"];
             /** @description Optional error description (1-1024 Unicode characters). **Orbit's choice:** kept with the attempt (for the identical-repeat rule) and shown by no read; the event's `details.reason` is `WORKER_FAILED`. */
             error?: string;

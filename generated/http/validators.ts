@@ -195,7 +195,7 @@ return errors === 0;
 validate22.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 export const body_completeAttempt = validate23;
-const schema37 = {"type":"object","additionalProperties":false,"required":["outcome"],"properties":{"outcome":{"type":"string","enum":["succeeded","failed","needs_review"],"description":"The task becomes SUCCEEDED, FAILED or NEEDS_REVIEW."},"result":{"$ref":"orbit-http#/$defs/JsonValue","description":"Optional result; kept as the raw JSON text sent."},"error":{"type":"string","minLength":1,"maxLength":1024,"description":"Optional error description (1-1024 Unicode characters). **Orbit's choice:** kept with the attempt (for the identical-repeat rule) and shown by no read; the event's `details.reason` is `WORKER_FAILED`."}}};
+const schema37 = {"type":"object","additionalProperties":false,"required":["outcome"],"properties":{"outcome":{"type":"string","enum":["succeeded","failed","needs_review"],"description":"The task becomes SUCCEEDED, FAILED or NEEDS_REVIEW."},"result":{"$ref":"orbit-http#/$defs/JsonValue","description":"Optional result; kept as the raw JSON text sent. **Orbit's choice:** at most 256 KiB measured as the JSON string that carries it in `task.result` and an event's `snapshot.result` (UTF-8 bytes, its quotes and backslashes escaped), else 400 INVALID_ARGUMENT, so that every `event.deliver` frame fits the 512 KiB frame limit."},"error":{"type":"string","minLength":1,"maxLength":1024,"description":"Optional error description (1-1024 Unicode characters). **Orbit's choice:** kept with the attempt (for the identical-repeat rule) and shown by no read; the event's `details.reason` is `WORKER_FAILED`."}}};
 const schema38 = {"description":"Any JSON value (object, array, string, number, boolean or null). Its exact text as sent is what Orbit keeps."};
 
 function validate23(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -757,7 +757,7 @@ return errors === 0;
 validate26.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 export const body_resolveTask = validate27;
-const schema49 = {"type":"object","additionalProperties":false,"required":["expected_revision","outcome","reason"],"properties":{"expected_revision":{"$ref":"orbit-http#/$defs/Uint64String","description":"Must equal the task's current revision (else 409)."},"outcome":{"type":"string","enum":["succeeded","failed"]},"result":{"$ref":"orbit-http#/$defs/JsonValue","description":"Optional result; kept as the raw JSON text sent (present even when it is null). When omitted the task keeps the result it already had, if any."},"reason":{"$ref":"orbit-http#/$defs/Reason"}}};
+const schema49 = {"type":"object","additionalProperties":false,"required":["expected_revision","outcome","reason"],"properties":{"expected_revision":{"$ref":"orbit-http#/$defs/Uint64String","description":"Must equal the task's current revision (else 409)."},"outcome":{"type":"string","enum":["succeeded","failed"]},"result":{"$ref":"orbit-http#/$defs/JsonValue","description":"Optional result; kept as the raw JSON text sent (present even when it is null). When omitted the task keeps the result it already had, if any. At most 256 KiB measured as the JSON string that carries it (as for completeAttempt), else 400 INVALID_ARGUMENT."},"reason":{"$ref":"orbit-http#/$defs/Reason"}}};
 
 function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

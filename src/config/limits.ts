@@ -6,6 +6,12 @@ export const MAX_BODY_BYTES = 512 * 1024;
 export const MAX_FRAME_BYTES = 512 * 1024;
 /** platform.md: task input, measured on the request's `input` as sent. */
 export const MAX_TASK_INPUT_BYTES = 256 * 1024;
+/**
+ * openapi.yaml: a task's result, measured as the JSON string that carries it (task.result,
+ * an event's snapshot.result), where its quotes and backslashes are escaped. Half the
+ * frame limit, so every event.deliver frame fits within MAX_FRAME_BYTES.
+ */
+export const MAX_TASK_RESULT_BYTES = 256 * 1024;
 /** §1: management requests time out on the server after 8 s. */
 export const MANAGEMENT_TIMEOUT_MS = 8000;
 /** §2: subscriptions per namespace. */

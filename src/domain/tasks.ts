@@ -3,7 +3,7 @@
 // event it appends.
 import type { Pool, Tx } from "../db/types.js";
 import { endAttempt, insertTask, selectTask, type TaskRow } from "../db/queries/tasks.js";
-import { MAX_TASK_INPUT_BYTES } from "../config/limits.js";
+import { MAX_TASK_INPUT_BYTES, MAX_TASK_RESULT_BYTES } from "../config/limits.js";
 import { invalidArgument, notFound, stateConflict } from "../wire/errors.js";
 import { idempotent, type Receipt } from "./idempotency.js";
 import { newId, type Caller } from "./identity.js";
@@ -41,6 +41,18 @@ export interface SubmitInput {
   readonly maxAttempts?: number;
   readonly key: string;
   readonly canonicalBody: string;
+}
+
+/**
+ * A result (completeAttempt, resolveTask) travels as a JSON string, escaped: measured so,
+ * at most 256 KiB. Measured as sent, a 390 KiB result of `""` items made a 780 KiB
+ * event.deliver frame, which a client holding the contract's 512 KiB frame limit closes
+ * with 1009: the event could never be received, only retried until EXPIRED.
+ */
+export function checkResultSize(resultText: string | undefined): void {
+  if (resultText !== undefined && Buffer.byteLength(JSON.stringify(resultText)) > MAX_TASK_RESULT_BYTES) {
+    throw invalidArgument("result exceeds 256 KiB as a JSON string (as task.result carries it)");
+  }
 }
 
 export async function submitTask(tx: Tx, caller: Caller, s: SubmitInput): Promise<Receipt<TaskReceipt>> {

@@ -81,6 +81,27 @@ describe("worker API", () => {
     assert.ok(!JSON.stringify(e).includes("job"), "task input never appears in events");
   });
 
+  it("refuses a result above 256 KiB as the JSON string events carry it in, so every event.deliver frame fits 512 KiB", async () => {
+    // 60,000 `""` items: 180 KB as sent, 300 KB escaped; accepted, its event.deliver frame
+    // was ~600 KB, above the contract's frame limit (a client holding it closes with 1009).
+    const quotes = `[${Array(60_000).fill('""').join(",")}]`;
+    const q = await freshQueue();
+    const t = await submit(q);
+    const c = (await claim(q)).json.data;
+    assertError(await complete(c.attempt_id, `{"outcome":"succeeded","result":${quotes}}`), 400, "INVALID_ARGUMENT");
+    assert.equal((await api.get(`/v1/tasks/${t.id}`)).json.data.state, "RUNNING", "nothing written");
+    // At the limit: "x…x" as sent is N + 2 bytes, N + 6 as a JSON string.
+    const atLimit = (n: number) => `"${"x".repeat(n)}"`;
+    assertError(await complete(c.attempt_id, `{"outcome":"needs_review","result":${atLimit(256 * 1024 - 5)}}`), 400, "INVALID_ARGUMENT");
+    const res = await complete(c.attempt_id, `{"outcome":"needs_review","result":${atLimit(256 * 1024 - 6)}}`);
+    assert.equal(res.status, 200, res.text.slice(0, 300));
+    // A reviewer's result is held to the same limit.
+    const resolve = (result: string) =>
+      api.post(`/v1/tasks/${t.id}:resolve`, `{"expected_revision":"3","outcome":"succeeded","result":${result},"reason":"checked"}`);
+    assertError(await resolve(quotes), 400, "INVALID_ARGUMENT");
+    assert.equal((await resolve("[1]")).status, 200);
+  });
+
   it("answers a repeated identical completion with 200 and writes nothing; anything else is 409", async () => {
     const q = await freshQueue();
     const t = await submit(q);

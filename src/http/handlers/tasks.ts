@@ -4,7 +4,7 @@ import type { Handler } from "../../../generated/http/routes.js";
 import { answered, created, inTransaction } from "./receipts.js";
 import { selectTask } from "../../db/queries/tasks.js";
 import { afterCommit } from "../../domain/services.js";
-import { cancelTask, getTask as readTask, inScope, requireQueue, resolveTask, submitTask as submit, type WriteEffects } from "../../domain/tasks.js";
+import { cancelTask, checkResultSize, getTask as readTask, inScope, requireQueue, resolveTask, submitTask as submit, type WriteEffects } from "../../domain/tasks.js";
 import type { HandlerContext } from "../router.js";
 
 export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx) => {
@@ -50,6 +50,7 @@ export const resolveTaskHandler: Handler<"resolveTask", HandlerContext> = async 
   const body = await req.body();
   const key = req.idempotencyKey();
   const resultText = req.rawField("result");
+  checkResultSize(resultText);
   const effects: WriteEffects = { appended: false };
   const receipt = await inTransaction(ctx, (tx) =>
       resolveTask(

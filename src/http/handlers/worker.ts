@@ -3,7 +3,7 @@
 import type { Handler } from "../../../generated/http/routes.js";
 import { POLL_INTERVAL_MS } from "../../domain/queue-signals.js";
 import { afterCommit } from "../../domain/services.js";
-import { requireQueue } from "../../domain/tasks.js";
+import { checkResultSize, requireQueue } from "../../domain/tasks.js";
 import type { TaskWire } from "../../domain/task-state.js";
 import { claimOnce, noEffects, type AttemptCall, type AttemptRequest } from "../../domain/worker.js";
 import type { HandlerContext } from "../router.js";
@@ -55,6 +55,7 @@ export const completeAttempt: Handler<"completeAttempt", HandlerContext> = async
   const request = await readDeferred(async () => {
     const body = await req.body();
     const resultText = req.rawField("result");
+    checkResultSize(resultText);
     const call: AttemptCall = { kind: "complete", outcome: body.outcome, ...(resultText !== undefined ? { resultText } : {}) };
     return { call, canonicalBody: req.canonicalBody() };
   });
