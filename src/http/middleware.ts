@@ -38,6 +38,10 @@ export function requestContext(log: Logger) {
     }
     try {
       if (ctx.status >= 400) await drainUnread(ctx.req);
+      // A body still coming after the answer (stalled, or beyond the drain): close the
+      // connection after the answer. Kept alive, Node went on reading it, and its request
+      // timeout later wrote a second answer (a 400 from clientError) after this one.
+      if (!ctx.req.complete) ctx.set("Connection", "close");
     } finally {
       const route = (ctx.state.operationId as string | undefined) ?? "unmatched";
       metrics.httpRequests.inc({ route, status: String(ctx.status) });

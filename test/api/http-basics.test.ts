@@ -242,6 +242,38 @@ describe("HTTP basics", () => {
       assert.match(received, /"code":"PAYLOAD_TOO_LARGE"/);
     });
 
+    it("closes the connection after answering a body that stalls, so no second answer follows on it", async () => {
+      // A body that never completes gets the deadline's 503. Kept alive, the connection went
+      // on reading the trickle, and Node's request timeout later wrote a second answer (a
+      // 400) on it, after the 503: an answer to no request.
+      const u = new URL(node.url);
+      const socket = net.connect(Number(u.port), u.hostname);
+      let received = "";
+      let answeredAt = 0;
+      socket.on("data", (c: Buffer) => {
+        received += c.toString("latin1");
+        answeredAt ||= Date.now();
+      });
+      const closed = new Promise<number>((r) => socket.once("close", () => r(Date.now())));
+      socket.on("error", () => undefined);
+      socket.write(
+        `POST /v1/tasks HTTP/1.1\r\nHost: ${u.host}\r\nAuthorization: Bearer ${cred.token}\r\nIdempotency-Key: stall-1\r\n` +
+          `Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"input":"`,
+      );
+      const trickle = setInterval(() => socket.writable && socket.write("x"), 200);
+      try {
+        const at = await Promise.race([closed, new Promise<number>((r) => setTimeout(() => r(0), 8000))]);
+        assert.match(received, /^HTTP\/1\.1 503 /);
+        assert.match(received, /"code":"UNAVAILABLE"/);
+        assert.ok(at > 0, "the connection is closed after the answer");
+        assert.ok(at - answeredAt < 1000, `closed ${at - answeredAt} ms after the answer`);
+        assert.equal(received.split("HTTP/1.1 ").length - 1, 1, "one answer on the connection");
+      } finally {
+        clearInterval(trickle);
+        socket.destroy();
+      }
+    });
+
     it("rejects malformed JSON, duplicate keys at any depth, unknown fields and case-variant aliases", async () => {
       const q = cred.queues[0]!.id;
       const bad = [
