@@ -89,6 +89,8 @@ export class EventConnection implements Claimant {
   private helloTimer: NodeJS.Timeout | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
   private recheckTimer: NodeJS.Timeout | undefined;
+  /** The session row of a hello in progress, while it is being inserted. */
+  private sessionWrite: { readonly id: string; readonly inserted: Promise<void> } | undefined;
   /** Settles when the session's close is recorded (shutdown waits for it). */
   sessionClosed: Promise<void> = Promise.resolve();
 
@@ -173,12 +175,18 @@ export class EventConnection implements Claimant {
       return this.closeWithError("NOT_FOUND", "no such subscription", f.message_id);
     }
     const sessionId = newId();
+    const inserted = insertSession(this.deps.pool, {
+      id: sessionId, subscriptionId: s.id, credentialId: this.caller.credentialId, capacity: f.body.capacity, nodeId: this.deps.nodeId, now: nowMs(),
+    });
+    // A client that leaves while its session is being written: cleanup records the close
+    // after the insert (it stayed open forever when the insert committed after the close).
+    this.sessionWrite = { id: sessionId, inserted };
     try {
-      await insertSession(this.deps.pool, {
-        id: sessionId, subscriptionId: s.id, credentialId: this.caller.credentialId, capacity: f.body.capacity, nodeId: this.deps.nodeId, now: nowMs(),
-      });
+      await inserted;
     } catch (e) {
       return this.dbFailure(e, f.message_id);
+    } finally {
+      this.sessionWrite = undefined;
     }
     if (this.state !== "binding") return;
     clearTimeout(this.helloTimer);
@@ -430,8 +438,11 @@ export class EventConnection implements Claimant {
     clearTimeout(this.idleTimer);
     clearInterval(this.recheckTimer);
     this.deps.scheduler.remove(this);
-    if (wasBound) {
-      this.sessionClosed = closeSession(this.deps.pool, this.sessionId, nowMs()).catch((e: unknown) =>
+    const writing = this.sessionWrite;
+    if (wasBound || writing) {
+      const id = writing ? writing.id : this.sessionId;
+      const written = writing ? writing.inserted.catch(() => undefined) : Promise.resolve();
+      this.sessionClosed = written.then(() => closeSession(this.deps.pool, id, nowMs())).catch((e: unknown) =>
         this.deps.log.log("warn", "session close not recorded", describeError(e)),
       );
     }

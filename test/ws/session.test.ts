@@ -199,6 +199,33 @@ describe("event connections: guard and session", function () {
       assert.ok(Date.now() - started >= 350);
     });
 
+    it("records the close of a connection that leaves while its session is being written", async () => {
+      // Its session row was inserted after the close and stayed open (closed_at NULL) forever.
+      const mine = (await client(node.url, cred.token).post("/v1/subscriptions", { name: "leaves", queue_id: cred.queues[0]!.id })).json.data.subscription.id;
+      const c = await db.connect();
+      try {
+        await c.query("LOCK TABLES event_sessions WRITE");
+        const s = await conn();
+        s.send({ protocol_version: "1", type: "events.hello", message_id: mid(), body: { subscription_id: mine, capacity: 1 } });
+        await new Promise((r) => setTimeout(r, 300)); // the insert waits for the lock
+        s.ws.terminate();
+        await s.closed;
+        await new Promise((r) => setTimeout(r, 150)); // the node sees the FIN
+        await c.query("UNLOCK TABLES");
+        let rows: { closed_at: Date | null }[] = [];
+        for (let i = 0; i < 40; i++) {
+          [rows] = (await c.query("SELECT closed_at FROM event_sessions WHERE subscription_id = ?", [mine])) as unknown as [typeof rows];
+          if (rows.length === 1 && rows[0]!.closed_at !== null) break;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.equal(rows.length, 1, "the session was written");
+        assert.notEqual(rows[0]!.closed_at, null, "and its close recorded");
+      } finally {
+        await c.query("UNLOCK TABLES");
+        await c.end();
+      }
+    });
+
     it("closes with 1008 on invalid envelopes: extra keys, duplicate keys, bad JSON, binary, a second hello", async () => {
       const cases: ((s: TestSocket) => void)[] = [
         (s) => s.send({ protocol_version: "1", type: "events.hello", message_id: mid(), session_id: ID, body: { subscription_id: sub, capacity: 1 } }),
