@@ -12,8 +12,9 @@ exits 0. When stdout is closed (e.g. piped into head) it drains and exits 1; a l
 could not print is not ACKed.
 
 Environment: ORBIT_TOKEN (required: a credential with events:consume; never put it on
-the command line), ORBIT_URL (default http://ORBIT_HOST:ORBIT_PORT, i.e.
-http://127.0.0.1:8080).
+the command line), ORBIT_URL (an http:// or https:// base URL, default
+http://ORBIT_HOST:ORBIT_PORT, i.e. http://127.0.0.1:8080). A malformed one of either
+exits 2 at once.
 
   --capacity N   deliveries held at once, 1-32 (default 8)
 `;
@@ -27,8 +28,14 @@ export async function runListen(argv: string[]): Promise<number> {
   if (!/^[1-9][0-9]?$/.test(capacityText) || Number(capacityText) > 32) throw new UsageError("--capacity must be 1-32");
   const token = process.env.ORBIT_TOKEN;
   if (!token) throw new UsageError("set ORBIT_TOKEN to a token with events:consume");
+  // A token travels in a header: anything but visible ASCII could never be sent. Neither
+  // it nor the URL can get better by retrying, which the consumer would do for ever.
+  if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError("ORBIT_TOKEN must be printable ASCII without spaces, as tokens are");
   const config = loadConfig();
   const baseUrl = process.env.ORBIT_URL || `http://${config.host}:${config.port}`;
+  if (!isBaseUrl(baseUrl)) {
+    throw new UsageError("ORBIT_URL must be an http:// or https:// URL without credentials, query or fragment");
+  }
   const consumer = new Consumer({
     baseUrl,
     token,
@@ -61,4 +68,14 @@ export async function runListen(argv: string[]): Promise<number> {
   if (end.stopped) return 0;
   process.stderr.write(`orbit listen: stopped: ${end.error.message}\n`);
   return 1;
+}
+
+function isBaseUrl(text: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(text);
+  } catch {
+    return false;
+  }
+  return (u.protocol === "http:" || u.protocol === "https:") && !u.username && !u.password && !u.search && !u.hash && !text.includes("?") && !text.includes("#");
 }

@@ -25,9 +25,9 @@ describe("orbit listen", function () {
     await db?.drop();
   });
 
-  function listen(args: string[]) {
+  function listen(args: string[], env: Record<string, string> = {}) {
     const child = spawn(process.execPath, [ORBIT_BIN, "listen", ...args], {
-      env: { ...process.env, ORBIT_TOKEN: cred.token, ORBIT_URL: node.url },
+      env: { ...process.env, ORBIT_TOKEN: cred.token, ORBIT_URL: node.url, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     const lines: any[] = [];
@@ -113,5 +113,23 @@ describe("orbit listen", function () {
     const noToken = await runCli(["listen", "--subscription", "0".repeat(32)], { ORBIT_TOKEN: "" });
     assert.equal(noToken.code, 2);
     assert.match(noToken.stderr, /ORBIT_TOKEN/);
+  });
+
+  it("refuses an ORBIT_URL or ORBIT_TOKEN no connection could use with exit 2, never retrying it forever", async () => {
+    // Each of these was retried every few seconds, for ever: "Invalid URL", "Invalid character in header content".
+    const envs = [
+      { ORBIT_URL: "not a url" },
+      { ORBIT_URL: "ftp://127.0.0.1:1" },
+      { ORBIT_URL: `${node.url}/?x=1` },
+      { ORBIT_TOKEN: `${cred.token}\nx` },
+    ];
+    for (const env of envs) {
+      const l = listen(["--subscription", "0".repeat(32)], env);
+      const code = await Promise.race([l.exit, new Promise((r) => setTimeout(() => r("still running"), 5000))]);
+      l.child.kill();
+      assert.equal(code, 2, `${JSON.stringify(env)}: ${l.stderr().slice(0, 300)}`);
+      assert.match(l.stderr(), /ORBIT_URL|ORBIT_TOKEN/);
+      assert.ok(!l.stderr().includes(cred.token.slice(-43)), "the token is never echoed");
+    }
   });
 });
