@@ -42,9 +42,28 @@ export function parseRetention(raw: string | undefined): number | undefined {
   return Number(m[1]) * unit;
 }
 
+/**
+ * The driver decodes the user, password and database name: a malformed escape there made
+ * every command fail with a bare "URI malformed". Never echoes the URL (its password).
+ */
+function checkPercentEncoding(databaseUrl: string): void {
+  let u: URL;
+  try {
+    u = new URL(databaseUrl);
+  } catch {
+    throw new ConfigError("ORBIT_DATABASE_URL is not a URL");
+  }
+  try {
+    for (const part of [u.username, u.password, u.pathname]) decodeURIComponent(part);
+  } catch {
+    throw new ConfigError("ORBIT_DATABASE_URL has malformed percent-encoding");
+  }
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = env.ORBIT_DATABASE_URL || DEFAULT_DATABASE_URL;
   if (!/^mysql:\/\//.test(databaseUrl)) throw new ConfigError("ORBIT_DATABASE_URL must start with mysql://");
+  checkPercentEncoding(databaseUrl);
   return Object.freeze({
     databaseUrl,
     host: env.ORBIT_HOST || "127.0.0.1",

@@ -42,6 +42,18 @@ describe("orbit CLI", () => {
     }
   });
 
+  it("names ORBIT_DATABASE_URL when its percent-encoding is malformed, and never echoes it", async () => {
+    // Each command said only "URI malformed" (mysql2's decodeURIComponent of the password).
+    for (const url of ["mysql://root:s3cret%ZZ@127.0.0.1:1/orbit_x", "mysql://root:s3cret@127.0.0.1:1/orbit%ZZ"]) {
+      for (const args of [["migrate"], ["events", "--namespace", "ns"], ["revoke", "--credential", "0".repeat(32)]]) {
+        const res = await runCli(args, { ORBIT_DATABASE_URL: url });
+        assert.equal(res.code, 1, `${args[0]}: ${res.stderr}`);
+        assert.match(res.stderr, /ORBIT_DATABASE_URL has malformed percent-encoding/, `${args[0]}: ${res.stderr}`);
+        assert.ok(!res.stderr.includes("s3cret"), "the password is never echoed");
+      }
+    }
+  });
+
   it("orbit serve refuses bad configuration with a clear message", async () => {
     const res = await runCli(["serve"], { ORBIT_PORT: "eighty" });
     assert.equal(res.code, 1);
