@@ -141,7 +141,9 @@ export interface paths {
          *     string: URL query parameters are refused, credentials never go in a URL) → 426
          *     PROTOCOL_REQUIRED (not a WebSocket upgrade, or `orbit.events.v1` not offered in
          *     `Sec-WebSocket-Protocol`) → 429 CAPACITY_EXCEEDED with `Retry-After: 1` (the node
-         *     already has its maximum of event connections, 128 by default).
+         *     already has its maximum of event connections, 128 by default) → 400 INVALID_ARGUMENT
+         *     (a `Sec-WebSocket-Protocol` that offers `orbit.events.v1` but is malformed: an empty
+         *     or non-token item, or an item offered twice).
          *
          *     - **Origin:** a request without `Origin` (non-browser clients) is accepted. An `Origin`
          *       whose host and port differ from the request's `Host`, or `Origin: null`, is refused
@@ -1357,7 +1359,7 @@ export interface operations {
             query?: never;
             header: {
                 /**
-                 * @description Must offer the subprotocol `orbit.events.v1` (alone or in a comma-separated list); the server selects it. Missing → 426 PROTOCOL_REQUIRED.
+                 * @description Must offer the subprotocol `orbit.events.v1` (alone or in a comma-separated list of distinct tokens); the server selects it. Missing → 426 PROTOCOL_REQUIRED; a malformed list (an empty or non-token item, an item twice) → 400 INVALID_ARGUMENT.
                  * @example orbit.events.v1
                  */
                 "Sec-WebSocket-Protocol": string;

@@ -70,6 +70,12 @@ export class EventHub {
     this.wss.on("headers", (headers, req) => {
       headers.push(`X-Request-ID: ${(req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId ?? ""}`, "Cache-Control: no-store");
     });
+    // ws refuses some handshakes itself, after the guard (a Sec-WebSocket-Protocol with a
+    // duplicated, empty or non-token item), with a bare text/html 400. With a listener it
+    // leaves the answer to us: the envelope and the request's id, as every other refusal.
+    this.wss.on("wsClientError", (_e, socket, req) => {
+      writeRawError(socket, "INVALID_ARGUMENT", {}, (req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId);
+    });
     this.poll = setInterval(() => void this.pollHeads(), HEAD_POLL_MS);
     this.unsubscribe = deps.sequencer.onAdvance((ns) => this.wake(ns));
     this.unsubscribeSubscriptions = deps.subscriptionSignals.on((id) => {

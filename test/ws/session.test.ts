@@ -125,6 +125,33 @@ describe("event connections: guard and session", function () {
       assert.match(upgraded, new RegExp(`X-Request-ID: ${mine}\r\n`));
     });
 
+    it("refuses a malformed Sec-WebSocket-Protocol with 400 in the envelope, with the request's id", async () => {
+      // ws refused these itself, after Orbit's guard: a bare text/html 400 with no envelope,
+      // X-Request-ID or Cache-Control.
+      const mine = "abcdefabcdefabcdefabcdefabcdef34";
+      for (const offered of ["orbit.events.v1, orbit.events.v1", "orbit.events.v1, @@", "orbit.events.v1,"]) {
+        const raw = await new Promise<string>((resolve, reject) => {
+          const sock = net.connect(node.port, "127.0.0.1", () => {
+            sock.write(
+              "GET /v1/events/connect HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+                `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: ${offered}\r\n` +
+                `Authorization: Bearer ${cred.token}\r\nX-Request-ID: ${mine}\r\n\r\n`,
+            );
+          });
+          let out = "";
+          sock.on("data", (d) => (out += d));
+          sock.on("close", () => resolve(out));
+          sock.on("error", reject);
+        });
+        assert.match(raw, /^HTTP\/1\.1 400 /, `${offered}: ${raw}`);
+        assert.match(raw, new RegExp(`X-Request-ID: ${mine}\r\n`));
+        assert.match(raw, /Cache-Control: no-store\r\n/);
+        const body = JSON.parse(raw.slice(raw.indexOf("\r\n\r\n") + 4));
+        assert.equal(body.request_id, mine);
+        assert.equal(body.error.code, "INVALID_ARGUMENT");
+      }
+    });
+
     it("refuses connections beyond the node's maximum with 429 and Retry-After: 1", async () => {
       const many = await Promise.all(Array.from({ length: 6 }, () => conn()));
       const r = await expectRefusal({ token: cred.token }, 429, "CAPACITY_EXCEEDED");
