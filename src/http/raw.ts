@@ -6,10 +6,11 @@ import type { Duplex } from "node:stream";
 import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
 import { failure } from "./envelope.js";
 
-export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string): string {
+/** `message`: an OrbitError's own client-facing message; the catalogue's by default. */
+export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string, message?: string): string {
   const id = requestId ?? newHexId();
   const status = ERROR_CATALOGUE[code].status;
-  const body = JSON.stringify(failure(id, code, new OrbitError(code).message));
+  const body = JSON.stringify(failure(id, code, message ?? new OrbitError(code).message));
   const headers: Record<string, string> = {
     "Content-Type": "application/json; charset=utf-8",
     "Content-Length": String(Buffer.byteLength(body)),
@@ -22,10 +23,10 @@ export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, s
   return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n${lines.join("\r\n")}\r\n\r\n${body}`;
 }
 
-export function writeRawError(socket: Duplex, code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string): void {
+export function writeRawError(socket: Duplex, code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string, message?: string): void {
   if (!socket.writable) {
     socket.destroy();
     return;
   }
-  socket.end(rawErrorResponse(code, extraHeaders, requestId));
+  socket.end(rawErrorResponse(code, extraHeaders, requestId, message));
 }

@@ -93,7 +93,8 @@ export class EventHub {
     // The request id of every answer below, the 101 included: the caller's, as over HTTP.
     const offered = req.headers["x-request-id"];
     const requestId = requestIdFrom(typeof offered === "string" ? offered : undefined);
-    const refuse = (code: ErrorCode, headers: Record<string, string> = {}) => writeRawError(socket, code, headers, requestId);
+    const refuse = (code: ErrorCode, headers: Record<string, string> = {}, message?: string) =>
+      writeRawError(socket, code, headers, requestId, message);
     const [path] = (req.url ?? "").split("?");
     if (path !== "/v1/events/connect") return refuse("NOT_FOUND");
     if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
@@ -130,7 +131,8 @@ export class EventHub {
         metrics.eventConnections.set(this.connections.size);
       });
     } catch (e) {
-      if (e instanceof OrbitError) return refuse(e.code, e.headers as Record<string, string>);
+      // Its own message says why (a cross-origin Origin is not a missing action).
+      if (e instanceof OrbitError) return refuse(e.code, e.headers as Record<string, string>, e.message);
       this.deps.log.log("warn", "upgrade failed", describeError(e));
       refuse("UNAVAILABLE", { "Retry-After": "1" });
     } finally {

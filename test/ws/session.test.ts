@@ -57,7 +57,12 @@ describe("event connections: guard and session", function () {
       const readOnly = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["events:read", "events:manage"], queueIds: [cred.queues[0]!.id] });
       await expectRefusal({ token: readOnly.token }, 403, "PERMISSION_DENIED");
       await expectRefusal({ token: cred.token, headers: { Origin: "https://evil.example" } }, 403, "PERMISSION_DENIED");
-      await expectRefusal({ token: cred.token, headers: { Origin: "null" } }, 403, "PERMISSION_DENIED");
+      const crossOrigin = await expectRefusal({ token: cred.token, headers: { Origin: "null" } }, 403, "PERMISSION_DENIED");
+      // Each refusal says why: these said "the credential lacks the action this needs" (a
+      // credential that has it) and "the request is invalid".
+      assert.equal(crossOrigin.body.error.message, "cross-origin event connections are refused");
+      const query = await expectRefusal({ token: cred.token, path: "/v1/events/connect?x=1" }, 400, "INVALID_ARGUMENT");
+      assert.equal(query.body.error.message, "the event endpoint takes no query parameters");
       await expectRefusal({ token: cred.token, path: `/v1/events/connect?token=${cred.token}` }, 400, "INVALID_ARGUMENT");
       await expectRefusal({ token: cred.token, protocol: null }, 426, "PROTOCOL_REQUIRED");
       await expectRefusal({ token: cred.token, protocol: "orbit.events.v2" }, 426, "PROTOCOL_REQUIRED");
