@@ -20,6 +20,12 @@ export interface JsonBody extends StrictJsonResult {
 export async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
   const type = req.headers["content-type"];
   if (type === undefined || !JSON_TYPE.test(type)) throw new OrbitError("UNSUPPORTED_MEDIA_TYPE");
+  // No content coding is decoded: a gzip body was read as if plain (compressed JSON got
+  // "not valid UTF-8", plain JSON labelled gzip was taken). RFC 9110 §15.5.16: 415.
+  const coding = req.headers["content-encoding"];
+  if (coding !== undefined && coding.trim().toLowerCase() !== "identity") {
+    throw new OrbitError("UNSUPPORTED_MEDIA_TYPE", "the body must be application/json without a content coding");
+  }
   const declared = Number(req.headers["content-length"] ?? "0");
   if (declared > MAX_BODY_BYTES) throw new OrbitError("PAYLOAD_TOO_LARGE");
   const chunks: Buffer[] = [];

@@ -4,6 +4,7 @@
 // leak nothing, and graceful shutdown.
 import { strict as assert } from "node:assert";
 import net from "node:net";
+import { gzipSync } from "node:zlib";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { request, type RawRequest } from "../helpers/http.js";
@@ -205,6 +206,19 @@ describe("HTTP basics", () => {
         body: validCreate(),
       });
       assert.equal(ok.status, 201, ok.text);
+    });
+
+    it("refuses a body with a content coding (415), rather than reading it as plain JSON", async () => {
+      // gzip was read as if plain: compressed JSON got "the body is not valid UTF-8", and
+      // plain JSON labelled gzip was taken.
+      const body = validCreate();
+      for (const [coding, bytes] of [["gzip", gzipSync(body)], ["gzip", body], ["br", body]] as const) {
+        const res = await call({ method: "POST", path: "/v1/subscriptions", headers: [freshKey(), ["Content-Encoding", coding]], body: bytes });
+        assertError(res, 415, "UNSUPPORTED_MEDIA_TYPE");
+        assertContract("createSubscription", res);
+      }
+      const identity = await call({ method: "POST", path: "/v1/subscriptions", headers: [freshKey(), ["Content-Encoding", "identity"]], body });
+      assert.equal(identity.status, 201, identity.text);
     });
 
     it("refuses bodies over 512 KiB with 413, and takes one just under", async () => {
