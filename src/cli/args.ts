@@ -10,12 +10,22 @@ export type ArgValues = Readonly<Record<string, string | boolean | string[] | un
 export function parse(argv: string[], options: NonNullable<ParseArgsConfig["options"]>, help: string): ArgValues | undefined {
   let values: ArgValues;
   try {
-    values = parseArgs({
+    const parsed = parseArgs({
       args: argv,
       options: { ...options, help: { type: "boolean", short: "h" } },
       strict: true,
       allowPositionals: false,
-    }).values as ArgValues;
+      tokens: true,
+    });
+    values = parsed.values as ArgValues;
+    // parseArgs keeps the last of a repeated single-value option: `--namespace a
+    // --namespace b` bootstrapped b without a word. Repeated, it is ambiguous.
+    const seen = new Set<string>();
+    for (const t of parsed.tokens) {
+      if (t.kind !== "option" || options[t.name]?.multiple) continue;
+      if (seen.has(t.name)) throw new Error(`--${t.name} is given more than once`);
+      seen.add(t.name);
+    }
   } catch (e) {
     throw new UsageError(`${(e as Error).message}\n\n${help}`);
   }

@@ -42,6 +42,19 @@ describe("orbit CLI", () => {
     }
   });
 
+  it("refuses an option given twice that takes one value (exit 2), never taking the last silently", async () => {
+    // `bootstrap --namespace a --namespace b` created everything in b.
+    for (const args of [
+      ["bootstrap", "--namespace", "a", "--namespace", "b", "--application", "x", "--queue", "q"],
+      ["purge", "--namespace", "a", "--before", "1", "--before=2"],
+      ["listen", "--subscription", "0".repeat(32), "--subscription", "1".repeat(32)],
+    ]) {
+      const res = await runCli(args, { ORBIT_DATABASE_URL: "mysql://root@127.0.0.1:1/orbit_unused", ORBIT_TOKEN: "t" });
+      assert.equal(res.code, 2, `${args.join(" ")}: ${res.stderr}`);
+      assert.match(res.stderr, /--(namespace|before|subscription) is given more than once/);
+    }
+  });
+
   it("names ORBIT_DATABASE_URL when its percent-encoding is malformed, and never echoes it", async () => {
     // Each command said only "URI malformed" (mysql2's decodeURIComponent of the password).
     for (const url of ["mysql://root:s3cret%ZZ@127.0.0.1:1/orbit_x", "mysql://root:s3cret@127.0.0.1:1/orbit%ZZ"]) {
