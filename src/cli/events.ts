@@ -29,7 +29,7 @@ export async function runEvents(argv: string[]): Promise<number> {
   const pool = createPool(loadConfig().databaseUrl, 1);
   try {
     const id = await selectNamespaceId(pool, namespace);
-    if (!id) throw new UsageError(`no namespace named "${namespace.slice(0, 128)}"`);
+    if (!id) throw new UsageError(`no namespace named ${JSON.stringify(namespace.slice(0, 128))}`);
     const { head, retentionBoundary } = await readStream(pool, id);
     for (const e of await readEvents(pool, id, after, Number(limitText))) process.stdout.write(JSON.stringify(e) + "\n");
     process.stderr.write(`head ${head}, retained after ${retentionBoundary}\n`);

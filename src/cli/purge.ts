@@ -29,7 +29,7 @@ export async function runPurge(argv: string[]): Promise<number> {
   const pool = createPool(loadConfig().databaseUrl, 2);
   try {
     const id = await selectNamespaceId(pool, namespace);
-    if (!id) throw new UsageError(`no namespace named "${namespace.slice(0, 128)}"`);
+    if (!id) throw new UsageError(`no namespace named ${JSON.stringify(namespace.slice(0, 128))}`);
     try {
       const out = await purge(pool, id, before);
       process.stdout.write(`purged ${out.deleted} events; the retained log of ${namespace} starts after ${out.boundary}\n`);

@@ -31,7 +31,7 @@ export function validateBootstrapInput(input: BootstrapInput): string | undefine
     ["application", input.application],
     ...input.queues.map((q) => ["queue", q] as const),
   ] as const) {
-    if (!NAME_RE.test(name)) return `${what} name "${name.slice(0, 140)}" must be 1-128 of A-Z a-z 0-9 . _ - starting with a letter or digit`;
+    if (!NAME_RE.test(name)) return `${what} name ${JSON.stringify(name.slice(0, 140))} must be 1-128 of A-Z a-z 0-9 . _ - starting with a letter or digit`;
   }
   if (input.queues.length === 0) return "at least one --queue is required";
   if (new Set(input.queues).size !== input.queues.length) return "a --queue is named twice";

@@ -144,6 +144,12 @@ describe("result log", function () {
       assert.equal(res.code, 2, `${bad.join(" ")}: ${res.stderr}`);
     }
     assert.equal((await runCli(["purge", "--namespace", "nope", "--before", "3"], env)).code, 2);
+    // An unknown name is echoed JSON-escaped: raw, an ESC sequence reached the terminal.
+    for (const cmd of [["purge", "--before", "3"], ["events"]]) {
+      const res = await runCli([...cmd, "--namespace", "a\u001b[31m\nX"], env);
+      assert.equal(res.code, 2, res.stderr);
+      assert.ok(res.stderr.includes(`no namespace named "a\\u001b[31m\\nX"`), JSON.stringify(res.stderr));
+    }
     assert.equal((await readLog(db, cred.namespace_id)).events[0]!.sequence, "1", "nothing purged by bad calls");
     const res = await runCli(["purge", "--namespace", "ns", "--before", "11"], env);
     assert.equal(res.code, 0, res.stderr);

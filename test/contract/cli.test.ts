@@ -55,6 +55,17 @@ describe("orbit CLI", () => {
     }
   });
 
+  it("echoes a bad name argument JSON-escaped, so control characters never reach the terminal", async () => {
+    // The names were echoed raw: an ESC sequence recoloured the terminal, a newline forged a line.
+    const hostile = "a\u001b[31mred\nX";
+    for (const args of [["bootstrap", "--namespace", hostile, "--application", "x", "--queue", "q"]]) {
+      const res = await runCli(args, { ORBIT_DATABASE_URL: "mysql://root@127.0.0.1:1/orbit_unused" });
+      assert.equal(res.code, 2, res.stderr);
+      assert.ok(!res.stderr.includes("\u001b"), JSON.stringify(res.stderr));
+      assert.ok(res.stderr.includes(JSON.stringify(hostile)), JSON.stringify(res.stderr));
+    }
+  });
+
   it("names ORBIT_DATABASE_URL when its percent-encoding is malformed, and never echoes it", async () => {
     // Each command said only "URI malformed" (mysql2's decodeURIComponent of the password).
     for (const url of ["mysql://root:s3cret%ZZ@127.0.0.1:1/orbit_x", "mysql://root:s3cret@127.0.0.1:1/orbit%ZZ"]) {
