@@ -30,8 +30,9 @@ describe("a consumer that stops reading", function () {
     const q = cred.queues[0]!.id;
     const sub = (await api.post("/v1/subscriptions", { name: "slow", queue_id: q })).json.data.subscription.id;
     const otherSub = (await api.post("/v1/subscriptions", { name: "other", queue_id: cred.queues[1]!.id })).json.data.subscription.id;
-    // 32 results of ~400 KB: far more than the socket buffers hold.
-    const big = JSON.stringify({ blob: "x".repeat(400 * 1024) });
+    // 32 results of ~240 KiB (under the 256 KiB result limit): far more than the socket
+    // buffers hold.
+    const big = JSON.stringify({ blob: "x".repeat(240 * 1024) });
     for (let i = 0; i < 32; i++) {
       await api.post("/v1/tasks", { queue_id: q, input: i });
       const c = (await api.post("/v1/worker/claim", { queue_id: q }, null)).json.data;
