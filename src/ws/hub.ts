@@ -29,6 +29,9 @@ import * as metrics from "../metrics.js";
  */
 export const HEAD_POLL_MS = 200;
 
+/** An upgrade request carries its request id from the guard to ws's answers (101, refusals). */
+type UpgradeRequest = IncomingMessage & { orbitRequestId?: string };
+
 export interface HubDeps {
   readonly pool: Pool;
   readonly claimPool: Pool;
@@ -68,13 +71,13 @@ export class EventHub {
   constructor(private readonly deps: HubDeps) {
     this.acks = new AckBatcher(deps.ackPool);
     this.wss.on("headers", (headers, req) => {
-      headers.push(`X-Request-ID: ${(req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId ?? ""}`, "Cache-Control: no-store");
+      headers.push(`X-Request-ID: ${(req as UpgradeRequest).orbitRequestId ?? ""}`, "Cache-Control: no-store");
     });
     // ws refuses some handshakes itself, after the guard (a Sec-WebSocket-Protocol with a
     // duplicated, empty or non-token item), with a bare text/html 400. With a listener it
     // leaves the answer to us: the envelope and the request's id, as every other refusal.
     this.wss.on("wsClientError", (_e, socket, req) => {
-      writeRawError(socket, "INVALID_ARGUMENT", {}, (req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId);
+      writeRawError(socket, "INVALID_ARGUMENT", {}, (req as UpgradeRequest).orbitRequestId);
     });
     this.poll = setInterval(() => void this.pollHeads(), HEAD_POLL_MS);
     this.unsubscribe = deps.sequencer.onAdvance((ns) => this.wake(ns));
@@ -109,7 +112,7 @@ export class EventHub {
         return refuse("CAPACITY_EXCEEDED", { "Retry-After": "1" });
       }
       if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
-      (req as IncomingMessage & { orbitRequestId?: string }).orbitRequestId = requestId;
+      (req as UpgradeRequest).orbitRequestId = requestId;
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         const conn = new EventConnection(ws, caller, authorization![0]!, {
           ...this.deps,
