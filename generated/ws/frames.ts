@@ -117,13 +117,13 @@ export type Uint64String = string;
  *   an invalid hello body gets an error frame and close 1008; an invalid envelope closes with 1008
  *   without a frame.
  * - UNAUTHENTICATED: HTTP 401. Missing, repeated, malformed, unknown or revoked token. WebSocket:
- *   error frame, then close.
+ *   error frame, then close 1008.
  * - PERMISSION_DENIED: HTTP 403. The credential lacks the operation's action (also when the target
  *   is not its own), or an event connection's Origin is cross-origin. WebSocket: error frame, then
- *   close.
+ *   close 1008.
  * - NOT_FOUND: HTTP 404. The path is unknown, a path id is malformed, or the resource (task,
  *   attempt, queue, subscription, delivery) is outside the credential's queue scope or ownership;
- *   existence is never revealed. WebSocket: error frame, then close.
+ *   existence is never revealed. WebSocket: error frame, then close 1008.
  * - METHOD_NOT_ALLOWED: HTTP 405 (Orbit). The path exists but not with this method; `Allow` lists
  *   the methods it has.
  * - STATE_CONFLICT: HTTP 409. expected_revision differs from the current revision, the state does
@@ -134,27 +134,31 @@ export type Uint64String = string;
  * - SUBSCRIPTION_LIMIT: HTTP 409. The namespace already has 64 subscriptions.
  * - EVENT_HISTORY_EXPIRED: HTTP 410. from_sequence is earlier than the retention boundary, or
  *   (Orbit) the event of an ACKED delivery asked for by getEventDelivery was purged. WebSocket:
- *   a claim that finds a purged history gap reports it and closes; Orbit never skips ahead
- *   silently.
+ *   a claim that finds a purged history gap reports it and closes (1008); Orbit never skips
+ *   ahead silently.
  * - DELIVERY_LEASE_LOST: WebSocket only (never an HTTP status). The ACK proof was replaced by a
  *   newer epoch, is invalid, or names a delivery outside the connection's subscription. The
  *   connection stays.
  * - PAYLOAD_TOO_LARGE: HTTP 413 (Orbit). The request body exceeds 512 KiB. (An oversized WebSocket
  *   frame is closed by the WebSocket layer with 1009, without an error frame.)
  * - UNSUPPORTED_MEDIA_TYPE: HTTP 415 (Orbit). A request body whose Content-Type is not
- *   application/json.
+ *   application/json, or that has a Content-Encoding other than identity.
  * - PROTOCOL_REQUIRED: HTTP 426, before the upgrade: the request to /v1/events/connect is not a
  *   WebSocket upgrade or does not offer the subprotocol orbit.events.v1.
  * - CAPACITY_EXCEEDED: HTTP 429 with `Retry-After: 1`, before the upgrade: the node already has
  *   its maximum number of event connections (128 by default).
  * - INTERNAL: HTTP 500 (Orbit). An unexpected server error; the message carries no detail.
- *   WebSocket: error frame, then close.
+ *   WebSocket: error frame, then close 1011.
  * - NOT_IMPLEMENTED: HTTP 501 (Orbit). The operation is in this contract but this server build
  *   does not implement it yet (development only; a complete Orbit never answers it).
  * - UNAVAILABLE: HTTP 503 with `Retry-After: 1`. The database does not answer or fails
  *   temporarily, or the 8 s server-side request timeout passed (a write may or may not have
- *   committed: replay it with the same Idempotency-Key). WebSocket: error frame, then close;
- *   reconnecting keeps the original delivery and ACK identities.
+ *   committed: replay it with the same Idempotency-Key). WebSocket: error frame, then
+ *   close 1013 (try again); reconnecting keeps the original delivery and ACK identities.
+ *
+ * Without an error frame: a node shutting down closes its event connections with 1001; a frame
+ * above 512 KiB gets 1009; a write the client does not take within 5 s ends the connection
+ * without a close frame (1006 at the client).
  *
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
  * via the `definition` "ErrorCode".
