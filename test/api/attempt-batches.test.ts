@@ -10,7 +10,7 @@ import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../h
 import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
 import { request, type RawResponse } from "../helpers/http.js";
 import { assertError } from "../helpers/contract.js";
-import { grantedQueue } from "../helpers/fixtures.js";
+import { claimedTasks, grantedQueue } from "../helpers/fixtures.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -31,14 +31,7 @@ describe("worker calls committed in batches", () => {
 
   /** n tasks submitted and claimed: their ids and attempt ids, in order. */
   async function running(api: Client, n: number): Promise<{ taskId: string; attemptId: string }[]> {
-    const q = await freshQueue();
-    const out = [];
-    for (let i = 0; i < n; i++) {
-      await api.post("/v1/tasks", { queue_id: q, input: { i } });
-      const c = (await api.post("/v1/worker/claim", { queue_id: q }, null)).json.data;
-      out.push({ taskId: c.task.id as string, attemptId: c.attempt_id as string });
-    }
-    return out;
+    return claimedTasks(api, await freshQueue(), n);
   }
 
   /** Locks task rows from the test's own connection: a batch that touches them waits. */

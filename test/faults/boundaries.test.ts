@@ -9,7 +9,7 @@ import { strict as assert } from "node:assert";
 import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
-import { queueWithSubscription } from "../helpers/fixtures.js";
+import { claimedTasks, queueWithSubscription } from "../helpers/fixtures.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
 import { connect, mid, type Frame, type TestSocket } from "../helpers/ws.js";
 
@@ -45,17 +45,6 @@ describe("transaction boundaries under faults", function () {
     } finally {
       await c.end();
     }
-  }
-
-  /** n tasks submitted and claimed on q: their ids and attempt ids. */
-  async function running(api: Client, q: string, n: number): Promise<{ taskId: string; attemptId: string }[]> {
-    const out = [];
-    for (let i = 0; i < n; i++) {
-      await api.post("/v1/tasks", { queue_id: q, input: { i } });
-      const c = (await api.post("/v1/worker/claim", { queue_id: q }, null)).json.data;
-      out.push({ taskId: c.task.id as string, attemptId: c.attempt_id as string });
-    }
-    return out;
   }
 
   /** A consumer that ACKs every delivery as it arrives; its frames and receipts are kept. */
@@ -122,7 +111,7 @@ describe("transaction boundaries under faults", function () {
     nodes.push(node);
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api, { from_sequence: null });
-    const t = await running(api, q, 120);
+    const t = await claimedTasks(api, q, 120);
     const consumer = await acking(node.url, sub, 8);
     const answered = new Set<string>();
     let next = 0;
@@ -158,7 +147,7 @@ describe("transaction boundaries under faults", function () {
     nodes.push(node);
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api, { from_sequence: null });
-    const t = await running(api, q, 60);
+    const t = await claimedTasks(api, q, 60);
     for (const x of t) assert.equal((await api.post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded" }, null)).status, 200);
     await waitSequenced(db, cred.namespace_id);
     const delivered: Frame[] = [];
@@ -189,7 +178,7 @@ describe("transaction boundaries under faults", function () {
     nodes.push(node);
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api, { from_sequence: null });
-    const [x] = await running(api, q, 1);
+    const [x] = await claimedTasks(api, q, 1);
     assert.equal((await api.post(`/v1/worker/attempts/${x!.attemptId}:complete`, { outcome: "succeeded" }, null)).status, 200);
     const s = await connect(node.url, { token: cred.token });
     sockets.push(s);

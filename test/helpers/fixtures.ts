@@ -45,3 +45,14 @@ export async function cancelledResults(api: Client, q: string, n: number): Promi
   }
   return ids;
 }
+
+/** n tasks submitted on queue q and claimed, in order: their ids and attempt ids. */
+export async function claimedTasks(api: Client, q: string, n: number): Promise<{ taskId: string; attemptId: string }[]> {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    await api.post("/v1/tasks", { queue_id: q, input: { i } });
+    const c = (await api.post("/v1/worker/claim", { queue_id: q }, null)).json.data;
+    out.push({ taskId: c.task.id as string, attemptId: c.attempt_id as string });
+  }
+  return out;
+}

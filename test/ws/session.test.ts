@@ -77,12 +77,13 @@ describe("event connections: guard and session", function () {
       assert.equal(viaCookieOnly.status, 401);
     });
 
-    it("answers the 101 with X-Request-ID and Cache-Control", async () => {
-      const raw = await new Promise<string>((resolve, reject) => {
+    /** A valid upgrade written by hand; resolves with the answer's status line and headers. */
+    const rawUpgrade = (extraHeaders = "") =>
+      new Promise<string>((resolve, reject) => {
         const sock = net.connect(node.port, "127.0.0.1", () => {
           sock.write(
             "GET /v1/events/connect HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-              `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: orbit.events.v1\r\nAuthorization: Bearer ${cred.token}\r\n\r\n`,
+              `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: orbit.events.v1\r\nAuthorization: Bearer ${cred.token}\r\n${extraHeaders}\r\n`,
           );
         });
         let out = "";
@@ -95,6 +96,9 @@ describe("event connections: guard and session", function () {
         });
         sock.on("error", reject);
       });
+
+    it("answers the 101 with X-Request-ID and Cache-Control", async () => {
+      const raw = await rawUpgrade();
       assert.match(raw, /^HTTP\/1\.1 101 /);
       assert.match(raw, /X-Request-ID: [0-9a-f]{32}/);
       assert.match(raw, /Cache-Control: no-store/);
@@ -109,23 +113,7 @@ describe("event connections: guard and session", function () {
         assert.equal(r.headers["x-request-id"], mine);
         assert.equal(r.body.request_id, mine);
       }
-      const upgraded = await new Promise<string>((resolve, reject) => {
-        const sock = net.connect(node.port, "127.0.0.1", () => {
-          sock.write(
-            "GET /v1/events/connect HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-              `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: orbit.events.v1\r\nAuthorization: Bearer ${cred.token}\r\nX-Request-ID: ${mine}\r\n\r\n`,
-          );
-        });
-        let out = "";
-        sock.on("data", (d) => {
-          out += d;
-          if (out.includes("\r\n\r\n")) {
-            sock.destroy();
-            resolve(out);
-          }
-        });
-        sock.on("error", reject);
-      });
+      const upgraded = await rawUpgrade(`X-Request-ID: ${mine}\r\n`);
       assert.match(upgraded, /^HTTP\/1\.1 101 /);
       assert.match(upgraded, new RegExp(`X-Request-ID: ${mine}\r\n`));
     });
