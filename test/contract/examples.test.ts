@@ -480,6 +480,29 @@ describe('contract: examples embedded in the documents', () => {
     assert.ok(n >= 20, `only ${n} examples`);
   });
 
+  it('every delivery in an example has a revision its history allows: each claim, recovery, ACK and retry moves it (§4)', () => {
+    // A claim moves revision and lease_epoch together; a PENDING delivery is claimed again
+    // only after a recovery (or a retry) moved the revision once more; ACK and recovery
+    // after the last claim move it again. So a delivery at epoch e > 0 has a revision of
+    // at least 2e when LEASED, 2e + 1 otherwise; at epoch 0, at least 1.
+    const deliveries: [string, JsonObject][] = [];
+    const walk = (v: Json, where: string): void => {
+      if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${where}[${i}]`));
+      else if (isObject(v)) {
+        if (typeof v['lease_epoch'] === 'string' && typeof v['revision'] === 'string' && typeof v['state'] === 'string') deliveries.push([where, v]);
+        for (const [k, x] of Object.entries(v)) walk(x, `${where}.${k}`);
+      }
+    };
+    walk(openapi, 'openapi.yaml');
+    walk(events, 'events.schema.json');
+    assert.ok(deliveries.length >= 4, `only ${deliveries.length} deliveries`);
+    for (const [where, d] of deliveries) {
+      const epoch = BigInt(String(d['lease_epoch']));
+      const least = epoch === 0n ? 1n : d['state'] === 'LEASED' ? 2n * epoch : 2n * epoch + 1n;
+      assert.ok(BigInt(String(d['revision'])) >= least, `${where}: revision ${d['revision']} at lease_epoch ${epoch} (${d['state']}); at least ${least}`);
+    }
+  });
+
   it('the getCurrentCredential example is in the order the server answers: actions sorted, queues by name', () => {
     const get = obj(obj(obj(openapi['paths'], 'paths')['/v1/credential'], '/v1/credential')['get'], 'get');
     const media = obj(obj(obj(obj(get['responses'], 'responses')['200'], '200')['content'], 'content')['application/json'], 'json');
