@@ -30,6 +30,9 @@ interface CursorBody {
 
 export const DEFAULT_PAGE_LIMIT = 20;
 
+/** The latest time a Date can hold (ECMA-262 §21.4.1.22). */
+const MAX_DATE_MS = 8.64e15;
+
 export function encodeCursor(b: Binding, p: Position): string {
   const body: CursorBody = { l: b.list, c: b.credentialId, n: b.namespaceId, f: b.filter, t: p.createdAt.getTime(), i: p.id };
   return Buffer.from(JSON.stringify(body)).toString("base64url");
@@ -49,7 +52,11 @@ export function decodeCursor(cursor: string, b: Binding): Position {
     body.c === b.credentialId &&
     body.n === b.namespaceId &&
     body.f === b.filter &&
+    // A time a Date can hold (at most 8.64e15 ms): past it, new Date() is Invalid Date, which
+    // the driver sends as NULL, and the page came back empty (200) instead of 400.
     Number.isSafeInteger(body.t) &&
+    body.t >= 0 &&
+    body.t <= MAX_DATE_MS &&
     typeof body.i === "string" &&
     /^[0-9a-f]{32}$/.test(body.i);
   if (!ok) throw invalidArgument("cursor is not a cursor of this list, credential and filter");

@@ -246,6 +246,13 @@ describe("subscriptions", () => {
         { createdAt: new Date(8.64e15), id: "f".repeat(32) },
       );
       assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=${forged}`), 400, "INVALID_ARGUMENT");
+      // A position no Date can hold is no position of this list (it answered an empty 200).
+      for (const t of [8.64e15 + 1, 9e15, -1]) {
+        const outOfRange = Buffer.from(
+          JSON.stringify({ l: `subscriptions:${q}`, c: mine.credential_id, n: mine.namespace_id, f: "", t, i: "f".repeat(32) }),
+        ).toString("base64url");
+        assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=${outOfRange}`), 400, "INVALID_ARGUMENT");
+      }
       const ownApi = client(node.url, owner.token);
       const theirs = await ownApi.get(`/v1/subscriptions?queue_id=${q}&limit=100&cursor=${forged}`);
       assert.equal(theirs.status, 200, "a cursor forged for owner's own list only reaches owner's rows");
