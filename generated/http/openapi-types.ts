@@ -440,7 +440,7 @@ export interface paths {
         };
         /**
          * Describe the calling credential (Orbit's choice)
-         * @description Any valid token may call it (no action needed): it returns the namespace, application and credential the token resolves to, its actions (sorted) and its queue scope (sorted by name), so a token holder can check what it may do.
+         * @description Any valid token may call it (no action needed): it returns the namespace, application and credential the token resolves to, its actions and its queue scope (by name), each sorted by UTF-16 code unit (as JavaScript's default sort; not by locale), so a token holder can check what it may do.
          */
         get: operations["getCurrentCredential"];
         put?: never;

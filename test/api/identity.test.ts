@@ -72,6 +72,15 @@ describe("identity: bootstrap, 401, 403", () => {
     });
   });
 
+  it("lists the queue scope by UTF-16 code unit, whatever the node's locale", async () => {
+    // Names a locale orders differently: upper case, '-' and '_' (ICU puts "a_b" before "a-b").
+    const names = ["a_b", "alpha", "Zed", "a-b"];
+    const many = await bootstrap(db.url, { namespace: "ns", application: "app", queues: names });
+    const res = await request(node.url, { path: "/v1/credential", token: many.token });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.json.data.queues.map((q: { name: string }) => q.name), ["Zed", "a-b", "a_b", "alpha"]);
+  });
+
   it("a missing, malformed, tampered or unknown token gets 401 in the envelope", async () => {
     const secret = full.token.slice(-43);
     const flipped = (secret[0] === "A" ? "B" : "A") + secret.slice(1);

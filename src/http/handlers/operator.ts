@@ -21,7 +21,9 @@ export const getCurrentCredential: Handler<"getCurrentCredential", HandlerContex
       application_id: caller.applicationId,
       credential_id: caller.credentialId,
       actions: [...caller.actions].sort(),
-      queues: [...caller.queues].map(([id, name]) => ({ id, name })).sort((a, b) => a.name.localeCompare(b.name)),
+      // By UTF-16 code unit, as the actions: localeCompare followed the process's locale,
+      // so two nodes could answer the same credential in different orders.
+      queues: [...caller.queues].map(([id, name]) => ({ id, name })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     },
   };
 };
