@@ -166,6 +166,11 @@ export class EventConnection implements Claimant {
 
   private async hello(f: EventsHello): Promise<void> {
     this.state = "binding";
+    // §5 "send hello within 5 s of connecting": the deadline is on the client's hello, not
+    // on our binding — a hello that came in time is never closed as late because its
+    // lookups or session insert were slow. From here the idle clock bounds the binding.
+    clearTimeout(this.helloTimer);
+    this.touch();
     const sub = await selectSubscription(this.deps.pool, f.body.subscription_id).catch((e: unknown) => this.dbFailure(e, f.message_id));
     if (this.state !== "binding") return;
     let s;
@@ -189,7 +194,6 @@ export class EventConnection implements Claimant {
       this.sessionWrite = undefined;
     }
     if (this.state !== "binding") return;
-    clearTimeout(this.helloTimer);
     this.sessionId = sessionId;
     this.subscriptionId = s.id;
     this.capacity = f.body.capacity;

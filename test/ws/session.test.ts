@@ -219,6 +219,25 @@ describe("event connections: guard and session", function () {
       assert.ok(Date.now() - started >= 350);
     });
 
+    it("welcomes a hello sent in time even when binding it outlasts the hello deadline", async () => {
+      // The hello timer ran until the session row was written: a hello sent at once was
+      // closed with 1008 "no hello in time" when the insert waited longer than the deadline.
+      const c = await db.connect();
+      try {
+        await c.query("LOCK TABLES event_sessions WRITE");
+        const s = await conn();
+        const answered = s.hello(sub, 1);
+        await new Promise((r) => setTimeout(r, 700)); // the insert waits for the lock, past the 400 ms deadline
+        await c.query("UNLOCK TABLES");
+        const w = await Promise.race([answered, s.closed.then((x) => ({ type: `closed ${x.code} ${x.reason}` }))]);
+        assert.equal(w.type, "events.welcome", JSON.stringify(w));
+        assert.equal((await s.ping()).type, "ack", "and the connection stays");
+      } finally {
+        await c.query("UNLOCK TABLES");
+        await c.end();
+      }
+    });
+
     it("records the close of a connection that leaves while its session is being written", async () => {
       // Its session row was inserted after the close and stayed open (closed_at NULL) forever.
       const mine = (await client(node.url, cred.token).post("/v1/subscriptions", { name: "leaves", queue_id: cred.queues[0]!.id })).json.data.subscription.id;
