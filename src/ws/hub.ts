@@ -66,6 +66,13 @@ export class EventHub {
   private readonly unsubscribe: () => void;
   private readonly unsubscribeSubscriptions: () => void;
   private upgrading = 0;
+  /**
+   * Event connections whose socket is still open, bound or not, closing ones included: a
+   * connection we closed stays open until the client answers the close (ws waits 30 s for
+   * it), and a client that never answers must not get past the per-node limit (§5: at
+   * most 128 event connections per node) by having us close its connections.
+   */
+  private openSockets = 0;
   private closing = false;
 
   constructor(private readonly deps: HubDeps) {
@@ -108,12 +115,14 @@ export class EventHub {
       checkOrigin(req);
       requireAction(caller, "events:consume");
       checkHandshake(req);
-      if (this.connections.size + this.upgrading > this.deps.maxConnections) {
+      if (this.openSockets + this.upgrading > this.deps.maxConnections) {
         return refuse("CAPACITY_EXCEEDED", { "Retry-After": "1" });
       }
       if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
       (req as UpgradeRequest).orbitRequestId = requestId;
       this.wss.handleUpgrade(req, socket, head, (ws) => {
+        this.openSockets++;
+        ws.once("close", () => this.openSockets--);
         const conn = new EventConnection(ws, caller, authorization![0]!, {
           ...this.deps,
           scheduler: this.scheduler,

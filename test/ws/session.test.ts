@@ -77,8 +77,11 @@ describe("event connections: guard and session", function () {
       assert.equal(viaCookieOnly.status, 401);
     });
 
-    /** A valid upgrade written by hand; resolves with the answer's status line and headers. */
-    const rawUpgrade = (extraHeaders = "") =>
+    /**
+     * A valid upgrade written by hand; resolves with the answer's status line and headers.
+     * With `held`, the socket stays open there afterwards, a client that answers nothing.
+     */
+    const rawUpgrade = (extraHeaders = "", held?: net.Socket[]) =>
       new Promise<string>((resolve, reject) => {
         const sock = net.connect(node.port, "127.0.0.1", () => {
           sock.write(
@@ -90,7 +93,8 @@ describe("event connections: guard and session", function () {
         sock.on("data", (d) => {
           out += d;
           if (out.includes("\r\n\r\n")) {
-            sock.destroy();
+            if (held) held.push(sock);
+            else sock.destroy();
             resolve(out);
           }
         });
@@ -153,6 +157,23 @@ describe("event connections: guard and session", function () {
       await many[0]!.closed;
       await new Promise((res) => setTimeout(res, 100));
       assert.ok(await conn(), "a freed slot is usable again");
+    });
+
+    it("counts a connection it closed until the client answers the close: no more than the maximum open at once", async () => {
+      // The count dropped when the node closed a connection, while its socket stayed open
+      // for ws's 30 s close timeout: a client that never answers the close (here: no hello,
+      // closed after 400 ms) held 6 sockets more every 400 ms, past the limit of 6.
+      const held: net.Socket[] = [];
+      try {
+        for (let i = 0; i < 6; i++) assert.match(await rawUpgrade("", held), /^HTTP\/1\.1 101 /);
+        await new Promise((r) => setTimeout(r, 700)); // each gets 1008 for its missing hello, unanswered
+        const r = await expectRefusal({ token: cred.token }, 429, "CAPACITY_EXCEEDED");
+        assert.equal(r.headers["retry-after"], "1");
+      } finally {
+        for (const sock of held) sock.destroy();
+      }
+      await new Promise((r) => setTimeout(r, 150)); // the node sees the FINs
+      assert.ok(await conn(), "the slots are free once the sockets are gone");
     });
   });
 
