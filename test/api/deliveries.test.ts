@@ -317,6 +317,20 @@ describe("deliveries", function () {
     }
   });
 
+  it("counts a connection's lease that ran out as no longer held: the claim that recovers it re-sends it to that connection", async () => {
+    // The held count was read before the claim's own recovery: a connection at capacity
+    // whose lease ran out got nothing from the claim that made it PENDING again, and only
+    // the next one (its periodic recheck, a lease period later) re-sent it.
+    const s = await subscription({ max_attempts: 5 });
+    const seat = session(s.id, 1, 150);
+    const [first] = (await claimOne(pool, seat)).leases;
+    assert.ok(first);
+    await sleep(250);
+    const again = await claimOne(pool, seat);
+    assert.deepEqual(again.leases.map((l) => [l.delivery.id, l.delivery.lease_epoch]), [[first.delivery.id, "2"]], "re-sent by the claim that recovered it");
+    assert.equal(again.held, 1, "within capacity 1");
+  });
+
   it("materialises news in the claim that finds it, also right after a claim that had nothing to materialise", async () => {
     // The engine leaves the materialising statements out of a claim's first round trip
     // when the subscription's last claim had nothing to materialise (a hint); the claim

@@ -50,7 +50,12 @@ export interface ClaimStateRow extends SubscriptionRow {
    * work (measured: ~70 index rows read per delivery with max_pending 1000).
    */
   backlog: number | null;
-  /** "session:count,…" — LEASED deliveries held by each of the sessions asked about that holds any. */
+  /**
+   * "session:count,…" — LEASED deliveries whose lease has not run out, held by each of the
+   * sessions asked about that holds any. A lease that ran out is not counted: the claim
+   * recovers it (lease_expired) before it leases, so it is no longer held when the claim
+   * decides each connection's room (§5 capacity: what the connection may hold).
+   */
   held: string | null;
 }
 
@@ -87,9 +92,9 @@ export function claimStateStatement(id: string, q: { now: Date; readyUpTo: numbe
             END AS backlog,
             (SELECT GROUP_CONCAT(h.session_id, ':', h.n) FROM
               (SELECT e.session_id, COUNT(*) AS n FROM deliveries e FORCE INDEX (deliveries_state)
-                WHERE e.subscription_id = ? AND e.state = 'LEASED' AND e.session_id IN (?) GROUP BY e.session_id) h) AS held
+                WHERE e.subscription_id = ? AND e.state = 'LEASED' AND e.lease_until >= ? AND e.session_id IN (?) GROUP BY e.session_id) h) AS held
        FROM subscriptions s WHERE s.id = ? FOR UPDATE`,
-    params: [q.now, id, q.readyUpTo, q.readyUpTo, id, q.sessionIds, id],
+    params: [q.now, id, q.readyUpTo, q.readyUpTo, id, q.now, q.sessionIds, id],
   };
 }
 
