@@ -3,13 +3,14 @@
 // identical call that ended it may be repeated (200, nothing written), anything else on
 // a stale attempt is 409 STATE_CONFLICT.
 import type { components } from "../../generated/http/openapi-types.js";
-import type { ResultSetHeader } from "mysql2/promise";
+import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../db/types.js";
 import { commitAll, withTransaction, type Statement } from "../db/tx.js";
 import {
   endAttempt, endAttemptStatement, insertAttempt, selectAttemptsWithTasks, selectExpired, selectNextQueued, selectTask,
   type AttemptWithTask, type TaskRow,
 } from "../db/queries/tasks.js";
+import { credentialRevocationStatement, revokedIn } from "../db/queries/identity.js";
 import { OrbitError, notFound, stateConflict } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId, type Caller } from "./identity.js";
@@ -53,7 +54,12 @@ export interface ExpiryEffects {
 
 export const noEffects = (): ExpiryEffects => ({ namespaces: new Set(), queues: new Set() });
 
-/** One claim attempt: recover expired attempts of the queue, then take the oldest QUEUED task. */
+/**
+ * One claim attempt: recover expired attempts of the queue, then take the oldest QUEUED
+ * task. `recheckCredential`: the caller was authenticated before an earlier attempt of
+ * the same long-poll, so its credential may have been revoked since; a revoked
+ * credential takes no task (platform.md: a revoked token is 401 UNAUTHENTICATED).
+ */
 export async function claimOnce(
   pool: Pool,
   caller: Caller,
@@ -61,10 +67,16 @@ export async function claimOnce(
   workerLeaseMs: number,
   effects: ExpiryEffects,
   signal?: AbortSignal,
+  recheckCredential = false,
 ): Promise<ClaimResult | undefined> {
   return withTransaction(
     pool,
     async (tx) => {
+      if (recheckCredential) {
+        const { sql, params } = credentialRevocationStatement(caller.credentialId);
+        const [rows] = await tx.query<RowDataPacket[]>(sql, [...params]);
+        if (revokedIn(rows)) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
+      }
       const now = nowMs();
       await expireAttempts(tx, now, effects, queueId);
       const id = await selectNextQueued(tx, queueId);

@@ -2,7 +2,7 @@
 // stale and repeated completions, and attempt leases that run out.
 import { strict as assert } from "node:assert";
 import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
-import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { startProxy } from "../helpers/proxy.js";
 import { client, makeCredential, readLog, waitSequenced, type Client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
@@ -179,6 +179,23 @@ describe("worker API", () => {
     assert.equal(res.status, 200, res.text);
     assert.equal(res.json.data.task.id, t.id);
     assert.ok(Date.now() - started < 5000, "woken by the submit, not by the deadline");
+  });
+
+  it("takes no task for a credential revoked while its claim waits: 401, and the task stays QUEUED", async () => {
+    // A long-poll authenticated once, at its start: a worker revoked during its wait_ms
+    // still took the next task (RUNNING under an attempt of a revoked credential).
+    const q = await freshQueue();
+    const worker = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["tasks:work"], queueIds: [q] });
+    const waiting = client(node.url, worker.token).post("/v1/worker/claim", { queue_id: q, wait_ms: 10000 }, null);
+    await sleep(300);
+    const rv = await runCli(["revoke", "--credential", worker.id], { ORBIT_DATABASE_URL: db.url });
+    assert.equal(rv.code, 0, rv.stderr);
+    const t = await submit(q);
+    const res = await waiting;
+    assertError(res, 401, "UNAUTHENTICATED");
+    const now = await api.get(`/v1/tasks/${t.id}`);
+    assert.equal(now.json.data.state, "QUEUED");
+    assert.equal(now.json.data.attempts, 0);
   });
 
   it("waits idle without busy-looping the database, then answers 204", async () => {

@@ -18,9 +18,11 @@ export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) 
   requireQueue(caller, body.queue_id);
   const deadline = Date.now() + (body.wait_ms ?? 0);
   const { queueSignals, workerLeaseMs } = ctx.services;
-  for (;;) {
+  // The request authenticated before the first claim; a later one, after a wait, first
+  // checks that the credential was not revoked meanwhile.
+  for (let waited = false; ; waited = true) {
     const effects = noEffects();
-    const claimed = await claimOnce(ctx.pool, caller, body.queue_id, workerLeaseMs, effects, ctx.signal);
+    const claimed = await claimOnce(ctx.pool, caller, body.queue_id, workerLeaseMs, effects, ctx.signal, waited);
     afterCommit(ctx.services, effects.namespaces, [...effects.queues].filter((q) => q !== body.queue_id || !claimed));
     if (claimed) return { status: 200, data: claimed };
     const left = deadline - Date.now();
