@@ -168,11 +168,13 @@ export class PurgeError extends Error {}
 /**
  * Deletes the events with sequence < `before` and raises the retention boundary to
  * before - 1, durably. `before` may be at most head + 1 (purging what is not numbered
- * yet would let the sequencer number it below the boundary).
+ * yet would let the sequencer number it below the boundary). Returns the namespace's
+ * boundary afterwards: a `before` below it never lowers it.
  */
 export async function purge(pool: Pool, namespaceId: string, before: bigint): Promise<{ deleted: number; boundary: string }> {
   if (before < 1n) throw new PurgeError("--before must be at least 1");
   const boundary = (before - 1n).toString();
+  let raisedTo = boundary;
   // The boundary goes up first, in its own transaction, under the namespace's, the
   // stream's and every subscription's lock: from then on nobody may start reading below it,
   // and subscriptions that lose nothing to it move past it (advanceCursorsPastPurge); the
@@ -186,6 +188,7 @@ export async function purge(pool: Pool, namespaceId: string, before: bigint): Pr
       if (!s) throw new PurgeError("no such namespace");
       if (before - 1n > BigInt(s.head_sequence)) throw new PurgeError(`--before must be at most head + 1 (${BigInt(s.head_sequence) + 1n})`);
       if (BigInt(boundary) > BigInt(s.retention_boundary)) await advanceCursorsPastPurge(tx, namespaceId, boundary);
+      else raisedTo = String(s.retention_boundary);
       await raiseBoundary(tx, namespaceId, boundary);
     },
     undefined,
@@ -197,7 +200,7 @@ export async function purge(pool: Pool, namespaceId: string, before: bigint): Pr
     deleted += n;
     if (n < 1000) break;
   }
-  return { deleted, boundary };
+  return { deleted, boundary: raisedTo };
 }
 
 /** Age-based retention (ORBIT_RETENTION): purges what occurred before now - retentionMs. */
