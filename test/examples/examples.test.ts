@@ -2,6 +2,8 @@
 // and show what their README promises.
 import { strict as assert } from "node:assert";
 import { execFile } from "node:child_process";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { startNode, type OrbitNode } from "../helpers/orbit.js";
 
@@ -38,6 +40,46 @@ describe("examples", function () {
     assert.match(r.out, /resumed: enabled=true revision 3/);
     assert.match(r.out, /replayed create: deduplicated=true revision 1/);
     assert.match(r.out, /same key, other content: 409 IDEMPOTENCY_CONFLICT/);
+  });
+
+  it("management: exits 1 when the node does not keep idempotency (a replay creates again, other content is taken)", async () => {
+    // The example printed whatever it got and exited 0: against a node without
+    // idempotency it "showed" idempotency all the same (README: any unexpected answer exits 1).
+    // A node that forgets keys: every create is new (201, revision 1); reads and
+    // configures behave.
+    const subs = new Map<string, Record<string, unknown>>();
+    const forgetful = http.createServer((req, res) => {
+      let text = "";
+      req.on("data", (d) => (text += d));
+      req.on("end", () => {
+        const answer = (status: number, data: unknown) => {
+          res.writeHead(status, { "Content-Type": "application/json" });
+          res.end(JSON.stringify({ request_id: "7".repeat(32), data }));
+        };
+        if (req.url === "/v1/subscriptions") {
+          const body = JSON.parse(text) as Record<string, unknown>;
+          const sub = { ...body, id: String(subs.size + 1).padStart(32, "2"), revision: "1", enabled: true, types: ["task.succeeded"], cursor_sequence: "0" };
+          subs.set(sub.id, sub);
+          return answer(201, { subscription: sub, deduplicated: false });
+        }
+        const [, id, configure] = /^\/v1\/subscriptions\/([0-9a-f]{32})(:configure)?$/.exec(req.url ?? "") ?? [];
+        const sub = subs.get(id ?? "");
+        if (!sub) return answer(404, null);
+        if (!configure) return answer(200, sub);
+        const body = JSON.parse(text) as { enabled: boolean };
+        Object.assign(sub, { enabled: body.enabled, revision: String(Number(sub.revision) + 1) });
+        return answer(200, { subscription: sub, deduplicated: false });
+      });
+    });
+    await new Promise<void>((resolve) => forgetful.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (forgetful.address() as AddressInfo).port;
+      const r = await run("example:management", { ORBIT_URL: `http://127.0.0.1:${port}`, ORBIT_TOKEN: `orbit_${"0".repeat(32)}_${"A".repeat(43)}`, ORBIT_QUEUE_ID: "1".repeat(32) });
+      assert.equal(r.code, 1, r.out);
+      assert.match(r.out, /the replayed create was not deduplicated/);
+    } finally {
+      forgetful.close();
+    }
   });
 
   it("protocol: a re-sent ACK on a new session is deduplicated with the original time", async () => {
