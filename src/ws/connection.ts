@@ -219,19 +219,25 @@ export class EventConnection implements Claimant {
   /** spec §7: the reply re-checks the credential and the subscription's scope. */
   private async ping(f: EventsPing): Promise<void> {
     let enabled: boolean;
+    let backlog: number;
     try {
       const caller = await authenticate(this.deps.pool, this.authorization);
       requireAction(caller, "events:consume");
-      enabled = Boolean(owned(caller, await selectSubscription(this.deps.pool, this.subscriptionId)).enabled);
+      const sub = owned(caller, await selectSubscription(this.deps.pool, this.subscriptionId));
+      enabled = Boolean(sub.enabled);
+      backlog = sub.pending_count;
     } catch (e) {
       if (e instanceof OrbitError) return this.closeWithError(e.code, e.message, f.message_id);
       return this.dbFailure(e, f.message_id);
     }
     this.send(ackFrame(f.message_id, this.sessionId, { server_time: formatTimestamp(new Date()), enabled }));
-    if (enabled && this.paused) {
-      this.paused = false;
-      this.requestClaim();
-    }
+    // The ping reply is how a connection hears of a resume or a `:retry` served by
+    // another node (README "Wake-ups"; there is no cross-node signal): claim when the
+    // subscription was paused here, or its backlog (PENDING + LEASED + EXPIRED, counted by
+    // the read above) holds more than this connection's own leases — a delivery that
+    // another node's `:retry` made PENDING is there. An idle subscription (backlog 0)
+    // claims no more often than before: at its recheck.
+    if (enabled && (this.paused || backlog > this.held)) this.wake();
   }
 
   private async ack(f: EventAck): Promise<void> {

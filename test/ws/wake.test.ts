@@ -100,3 +100,85 @@ describe("event connections woken by subscription calls", function () {
     assert.equal(again.body.delivery.lease_epoch, "2");
   });
 });
+
+// The node that serves `:retry` or `:configure` wakes only its own connections; those on
+// another node learn at their next ping reply (README "Wake-ups": "connections on other
+// nodes claim at their next ping reply … or their periodic recheck"). The recheck is the
+// lease duration (30 s here), so only the ping reply delivers within SOON_MS.
+describe("event connections on another node, at their next ping", function () {
+  this.timeout(60000);
+  let db: TestDatabase;
+  let a: OrbitNode;
+  let b: OrbitNode;
+  let cred: BootstrapOutput;
+  let api: Client;
+  const open: TestSocket[] = [];
+  const deliveries = (s: TestSocket) => s.frames.filter((f) => f.type === "event.deliver");
+
+  before(async () => {
+    db = await freshDatabase("ws_wake_nodes");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["base"], eventAccess: true });
+    [a, b] = await Promise.all([startNode(db.url, { ORBIT_LEASE_DURATION_MS: "30000" }), startNode(db.url, { ORBIT_LEASE_DURATION_MS: "30000" })]);
+    api = client(a.url, cred.token); // every call on node A, every connection on node B
+  });
+  afterEach(async () => {
+    const all = open.splice(0);
+    for (const s of all) s.ws.terminate();
+    await Promise.all(all.map((s) => s.closed));
+  });
+  after(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+    await db?.drop();
+  });
+
+  it("re-sends a delivery retried on node A to a connection on node B at its next ping", async () => {
+    const { q, sub } = await queueWithSubscription(db, cred, api, { max_attempts: 1 });
+    await cancelledResults(api, q, 1);
+    const s = await connect(b.url, { token: cred.token });
+    open.push(s);
+    assert.equal((await s.hello(sub, 3)).type, "events.welcome");
+    const d = await s.nextOfType("event.deliver");
+    // Its lease runs out (in the database, not in 30 s); the next result's claim recovers
+    // it to EXPIRED (its one attempt used).
+    const c = await db.connect();
+    try {
+      await c.query("UPDATE deliveries SET lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND WHERE id = ?", [d.body.delivery.id]);
+    } finally {
+      await c.end();
+    }
+    await cancelledResults(api, q, 1);
+    const e = await s.nextOfType("event.deliver", SOON_MS);
+    assert.equal((await s.ack(e)).type, "ack");
+    const detail = (await api.get(`/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}`)).json.data.delivery;
+    assert.equal(detail.state, "EXPIRED");
+    const retried = await api.post(`/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}:retry`, {
+      expected_revision: detail.revision, reason: "repaired", additional_attempts: 1,
+    });
+    assert.equal(retried.status, 200, retried.text);
+    await sleep(500);
+    assert.equal(deliveries(s).length, 2, "node B has no signal of the retry before the ping");
+    assert.equal((await s.ping()).type, "ack");
+    const again = await s.nextOfType("event.deliver", SOON_MS);
+    assert.equal(again.body.delivery.id, d.body.delivery.id);
+    assert.equal(again.body.delivery.lease_epoch, "2");
+  });
+
+  it("delivers the backlog of a subscription resumed on node A to a connection on node B at its next ping", async () => {
+    const { q, sub } = await queueWithSubscription(db, cred, api);
+    const s = await connect(b.url, { token: cred.token });
+    open.push(s);
+    assert.equal((await s.hello(sub, 5)).type, "events.welcome");
+    const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
+    const paused = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "maintenance" });
+    assert.equal(paused.status, 200, paused.text);
+    const tasks = await cancelledResults(api, q, 2);
+    await waitSequenced(db, cred.namespace_id);
+    await sleep(500); // node B's head poll woke the connection; its claim found it paused
+    assert.equal(deliveries(s).length, 0, "nothing while paused");
+    const resumed = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: paused.json.data.subscription.revision, enabled: true, reason: "back" });
+    assert.equal(resumed.status, 200, resumed.text);
+    assert.equal((await s.ping()).body.enabled, true);
+    const got = [await s.nextOfType("event.deliver", SOON_MS), await s.nextOfType("event.deliver", SOON_MS)];
+    assert.deepEqual(got.map((f) => f.body.event.aggregate_id), tasks);
+  });
+});
