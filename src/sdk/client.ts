@@ -3,6 +3,20 @@
 // answers 503) the SAME request is sent again with the SAME key, so a write is never
 // doubled and a lost answer is recovered as the original receipt (deduplicated=true).
 // Persist the key before calling, and reuse it after a crash (spec §2).
+//
+// Which calls are sent again, and why:
+// - reads (GET) and the keyed writes: after any network failure and after a 503;
+// - completeAttempt and requeueAttempt: the same, without a key — a stale attempt takes the
+//   identical repeat of the call that ended it (200, nothing written; platform.md);
+// - claimTask is NOT idempotent (worker calls carry no key): a claim whose connection failed
+//   after the request may have reached the node, or that was answered 503, may have taken a
+//   task, and sending it again would take a second one while the first stays RUNNING until
+//   its lease runs out (an attempt used, effect_uncertain). It is sent again only when the
+//   request provably never left this process (no connection was ever made: refused,
+//   unreachable, DNS, connect timeout); otherwise the caller gets OrbitNetworkError (or the
+//   503's OrbitApiError) and decides. A 503 is no proof of "nothing taken": the node's
+//   deadline is checked before COMMIT but may fire while the COMMIT is in flight, and a
+//   database connection lost at COMMIT answers 503 with the outcome unknown.
 import http from "node:http";
 import https from "node:https";
 import { OrbitApiError, OrbitNetworkError } from "./errors.js";
@@ -14,7 +28,10 @@ export interface OrbitClientOptions {
   /** e.g. "http://127.0.0.1:8080" (production: https). */
   readonly baseUrl: string;
   readonly token: string;
-  /** Extra attempts after a network failure or 503 (default 3). */
+  /**
+   * Extra attempts after a network failure or 503 (default 3); claimTask only when its
+   * request never left this process (see the top of this file).
+   */
   readonly retries?: number;
   /** Per-attempt timeout in ms (default 15000; a claim adds its wait_ms). */
   readonly timeoutMs?: number;
@@ -29,6 +46,11 @@ interface Call {
   readonly key?: string;
   readonly body?: unknown;
   readonly timeoutMs?: number;
+  /**
+   * false: the call may not be repeated once its request may have reached the node (only
+   * claimTask); default true (a GET, a keyed write, or a worker call idempotent by body).
+   */
+  readonly idempotent?: boolean;
 }
 
 /** A request whose JSON-valued field K may also be given as RawJson (exact text). */
@@ -105,15 +127,23 @@ export class OrbitClient {
     return this.call({ method: "POST", path: `/v1/tasks/${seg(id)}:resolve`, key, body: req });
   }
 
-  /** Long-polls up to wait_ms; undefined when no task came (204). */
+  /**
+   * Long-polls up to wait_ms; undefined when no task came (204). Not idempotent, so sent
+   * again only when no connection was ever made: after a failure once the request may
+   * have reached the node it throws OrbitNetworkError, and a 503 throws OrbitApiError
+   * UNAVAILABLE at once — a task may have been claimed; if so it is QUEUED again when its
+   * lease runs out (one attempt used, effect_uncertain). Claim again when you choose.
+   */
   claimTask(req: T.ClaimTaskRequest): Promise<T.ClaimResult | undefined> {
-    return this.call({ method: "POST", path: "/v1/worker/claim", body: req, timeoutMs: this.timeoutMs + (req.wait_ms ?? 0) });
+    return this.call({ method: "POST", path: "/v1/worker/claim", body: req, timeoutMs: this.timeoutMs + (req.wait_ms ?? 0), idempotent: false });
   }
 
+  /** Sent again after a network failure or 503: the identical repeat answers 200 and writes nothing. */
   completeAttempt(attemptId: string, req: WithRaw<T.CompleteAttemptRequest, "result">): Promise<T.AttemptResult> {
     return this.call({ method: "POST", path: `/v1/worker/attempts/${seg(attemptId)}:complete`, body: req });
   }
 
+  /** Sent again after a network failure or 503, as completeAttempt. */
   requeueAttempt(attemptId: string, req: T.RequeueAttemptRequest): Promise<T.AttemptResult> {
     return this.call({ method: "POST", path: `/v1/worker/attempts/${seg(attemptId)}:requeue`, body: req });
   }
@@ -142,7 +172,15 @@ export class OrbitClient {
       try {
         res = await send(this.agent, url, c.method, headers, body, c.timeoutMs ?? this.timeoutMs);
       } catch (e) {
-        lastError = e; // no (whole) answer: the same request, the same key, again
+        // (A request that could not even be built threw before anything was sent.)
+        const failure = e instanceof NotAnswered ? e : new NotAnswered(e, false);
+        if (c.idempotent === false && failure.mayHaveReached) {
+          throw new OrbitNetworkError(
+            `${c.method} ${c.path}: no answer, and the request may have reached the node; not sent again (the call is not idempotent)`,
+            failure.cause,
+          );
+        }
+        lastError = failure.cause; // no (whole) answer: the same request, the same key, again
         continue;
       }
       if (res.status === 204) return undefined as D;
@@ -150,7 +188,8 @@ export class OrbitClient {
       if (!env) throw new OrbitApiError("INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.requestId, res.retryAfterMs);
       if ("data" in env) return env.data;
       const err = new OrbitApiError(env.error.code, env.error.message, res.status, env.request_id, res.retryAfterMs);
-      if (env.error.code !== "UNAVAILABLE") throw err;
+      // A 503 of a call that is not idempotent: the node may have done it all the same.
+      if (env.error.code !== "UNAVAILABLE" || c.idempotent === false) throw err;
       lastError = err;
     }
     if (lastError instanceof OrbitApiError) throw lastError;
@@ -165,10 +204,20 @@ interface Answer {
   readonly text: string;
 }
 
+/** Why an attempt got no (whole) answer, and whether its request may have reached the node. */
+class NotAnswered {
+  constructor(
+    readonly cause: unknown,
+    /** false only when no connection was ever made for it: nothing of the request left this process. */
+    readonly mayHaveReached: boolean,
+  ) {}
+}
+
 /**
- * One attempt: resolves with the whole answer, rejects when the connection fails before
- * the answer is complete or the attempt outlives `timeoutMs` (the timer covers the
- * request and the whole response body, as an AbortSignal.timeout on fetch did).
+ * One attempt: resolves with the whole answer, rejects with NotAnswered when the
+ * connection fails before the answer is complete or the attempt outlives `timeoutMs` (the
+ * timer covers the request and the whole response body, as an AbortSignal.timeout on
+ * fetch did).
  */
 function send(agent: http.Agent, url: URL, method: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<Answer> {
   return new Promise((resolve, reject) => {
@@ -192,10 +241,17 @@ function send(agent: http.Agent, url: URL, method: string, headers: Record<strin
         if (!res.complete) fail(new Error("the connection closed before the answer was complete"));
       });
     });
+    // A socket of the agent's pool is connected already: what is written on it may arrive.
+    // A new one holds the request until it connects; failing before that, nothing was sent.
+    let connected = false;
+    req.on("socket", (socket) => {
+      if (!socket.connecting) connected = true;
+      else socket.once("connect", () => (connected = true));
+    });
     const timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
     function fail(e: unknown) {
       clearTimeout(timer);
-      reject(e);
+      reject(new NotAnswered(e, connected));
     }
     req.on("error", fail);
     req.end(body);

@@ -2,6 +2,8 @@
 // codes, and a write whose answer is lost on the network is sent again with the same
 // key and comes back as the original receipt — never a second subscription or task.
 import { strict as assert } from "node:assert";
+import http from "node:http";
+import net from "node:net";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
@@ -17,7 +19,7 @@ describe("management SDK", () => {
 
   before(async () => {
     db = await freshDatabase("sdk");
-    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "w"], eventAccess: true });
     node = await startNode(db.url);
     proxy = await startProxy(node.port);
     orbit = new OrbitClient({ baseUrl: proxy.url, token: cred.token, backoffMs: 20 });
@@ -105,6 +107,82 @@ describe("management SDK", () => {
       await c.query("UNLOCK TABLES");
       await c.end();
       await slowNode.stop();
+    }
+  });
+
+  it("never sends again a claim whose answer was lost: OrbitNetworkError, and no second task taken", async () => {
+    // The claim was retried like a keyed write: the lost claim had committed, so the
+    // retry took the next task too, and the first stayed RUNNING until its lease ran out.
+    const w = cred.queues[1]!.id;
+    const direct = new OrbitClient({ baseUrl: node.url, token: cred.token });
+    const first = await direct.submitTask("sdk-claim-1", { queue_id: w, input: 1 });
+    const second = await direct.submitTask("sdk-claim-2", { queue_id: w, input: 2 });
+    proxy.dropResponses(1);
+    const before = proxy.dropped;
+    await assert.rejects(orbit.claimTask({ queue_id: w }), (e: unknown) => e instanceof OrbitNetworkError);
+    assert.equal(proxy.dropped, before + 1, "the claim reached the node and its answer was lost");
+    assert.equal((await direct.getTask(first.task.id)).state, "RUNNING", "the lost claim committed");
+    assert.equal((await direct.getTask(second.task.id)).state, "QUEUED", "no second claim was sent");
+    // completeAttempt is idempotent by its body: its lost answer is still recovered.
+    const claimed = await direct.claimTask({ queue_id: w });
+    assert.equal(claimed?.task.id, second.task.id);
+    proxy.dropResponses(1);
+    const done = await orbit.completeAttempt(claimed!.attempt_id, { outcome: "succeeded" });
+    assert.equal(done.task.state, "SUCCEEDED");
+  });
+
+  it("sends a claim again when no connection was made, and never after a 503", async () => {
+    // Nothing listens on the port at first (connection refused): the request never left,
+    // so the retry is safe; a node appears there after ~150 ms.
+    const w = cred.queues[1]!.id;
+    const direct = new OrbitClient({ baseUrl: node.url, token: cred.token });
+    const t = await direct.submitTask("sdk-claim-refused", { queue_id: w, input: 3 });
+    const probe = net.createServer();
+    await new Promise<void>((r) => probe.listen(0, "127.0.0.1", r));
+    const port = (probe.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const piped = new Set<net.Socket>();
+    const late = net.createServer((c) => {
+      const up = net.connect(node.port, "127.0.0.1");
+      piped.add(c).add(up);
+      c.pipe(up).pipe(c);
+      c.on("error", () => up.destroy());
+      up.on("error", () => c.destroy());
+    });
+    const timer = setTimeout(() => late.listen(port, "127.0.0.1"), 150);
+    try {
+      const refusedFirst = new OrbitClient({ baseUrl: `http://127.0.0.1:${port}`, token: cred.token, retries: 5, backoffMs: 100 });
+      const claimed = await refusedFirst.claimTask({ queue_id: w });
+      assert.equal(claimed?.task.id, t.task.id);
+      await direct.completeAttempt(claimed!.attempt_id, { outcome: "succeeded" });
+    } finally {
+      clearTimeout(timer);
+      for (const s of piped) s.destroy();
+      await new Promise<void>((r) => (late.listening ? late.close(() => r()) : r()));
+    }
+
+    // A 503 is no proof that nothing was claimed (a COMMIT in flight at the deadline, a
+    // database connection lost at COMMIT): it is surfaced at once, not sent again.
+    let claims = 0;
+    let completes = 0;
+    const overloaded = http.createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        if (req.url === "/v1/worker/claim") claims++;
+        else completes++;
+        res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "0" });
+        res.end(JSON.stringify({ request_id: "7".repeat(32), error: { code: "UNAVAILABLE", message: "temporarily unavailable; retry" } }));
+      });
+    });
+    await new Promise<void>((r) => overloaded.listen(0, "127.0.0.1", r));
+    try {
+      const c = new OrbitClient({ baseUrl: `http://127.0.0.1:${(overloaded.address() as net.AddressInfo).port}`, token: cred.token, retries: 2, backoffMs: 1 });
+      await assert.rejects(c.claimTask({ queue_id: w }), { code: "UNAVAILABLE", status: 503 });
+      assert.equal(claims, 1, "a claim answered 503 is not sent again");
+      await assert.rejects(c.completeAttempt("a".repeat(32), { outcome: "succeeded" }), { code: "UNAVAILABLE" });
+      assert.equal(completes, 3, "a completion is (idempotent by its body)");
+    } finally {
+      await new Promise<void>((r) => overloaded.close(() => r()));
     }
   });
 
