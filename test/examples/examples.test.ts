@@ -4,6 +4,9 @@ import { strict as assert } from "node:assert";
 import { execFile } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { WebSocketServer, type WebSocket } from "ws";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { startNode, type OrbitNode } from "../helpers/orbit.js";
 
@@ -12,6 +15,69 @@ function run(script: string, env: Record<string, string>): Promise<{ code: numbe
     execFile("npm", ["run", "-s", script], { env: { ...process.env, ...env }, timeout: 120000 }, (err, stdout, stderr) =>
       resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
     );
+  });
+}
+
+const PROTOCOL_EXAMPLE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../examples/protocol.js");
+
+/**
+ * A fake node for the protocol example: the management calls it makes answer as a node
+ * would, and its event connections greet and deliver one event; `onResentAck` decides
+ * what the second connection does with the re-sent ACK.
+ */
+async function fakeEventNode(onResentAck: (ws: WebSocket, frame: { message_id: string }) => void): Promise<{ url: string; close(): Promise<void> }> {
+  const hex = (c: string) => c.repeat(32);
+  const task = { id: hex("3"), state: "RUNNING" };
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      const answer = (status: number, data: unknown) => {
+        res.writeHead(status, { "Content-Type": "application/json" });
+        res.end(JSON.stringify({ request_id: hex("7"), data }));
+      };
+      if (req.url === "/v1/subscriptions") return answer(201, { subscription: { id: hex("2"), revision: "1" }, deduplicated: false });
+      if (req.url === "/v1/tasks") return answer(201, { task, deduplicated: false });
+      if (req.url === "/v1/worker/claim") return answer(200, { task, attempt_id: hex("4"), lease_until: "2030-01-01T00:00:00.000Z" });
+      if (req.url?.startsWith("/v1/worker/attempts/")) return answer(200, { task: { ...task, state: "SUCCEEDED" } });
+      return answer(404, null);
+    });
+  });
+  const wss = new WebSocketServer({ server });
+  let connections = 0;
+  wss.on("connection", (ws) => {
+    const n = ++connections;
+    ws.on("message", (data) => {
+      const f = JSON.parse(data.toString()) as { type: string; message_id: string };
+      if (f.type === "events.hello") {
+        ws.send(JSON.stringify({ protocol_version: "1", type: "events.welcome", reply_to: f.message_id, session_id: hex(String(n)), body: { heartbeat_interval_ms: 15000 } }));
+        ws.send(JSON.stringify({
+          protocol_version: "1", type: "event.deliver", message_id: hex("5"),
+          body: { delivery: { id: hex("6"), lease_epoch: "1" }, lease_secret: "s".repeat(43), event: { id: hex("8"), type: "task.succeeded" } },
+        }));
+      }
+      if (f.type === "event.ack" && n > 1) onResentAck(ws, f);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      for (const ws of wss.clients) ws.terminate();
+      wss.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Runs the protocol example against `url`; `killed` when it was still waiting after `timeoutMs`. */
+function runProtocol(url: string, timeoutMs: number): Promise<{ code: number | null; killed: boolean; out: string }> {
+  return new Promise((resolve) => {
+    const env = { ...process.env, ORBIT_URL: url, ORBIT_TOKEN: `orbit_${"0".repeat(32)}_${"A".repeat(43)}`, ORBIT_QUEUE_ID: "1".repeat(32) };
+    execFile(process.execPath, [PROTOCOL_EXAMPLE], { env, timeout: timeoutMs }, (err, stdout, stderr) => {
+      const e = err as (Error & { code?: number; killed?: boolean }) | null;
+      resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, killed: Boolean(e?.killed), out: stdout + stderr });
+    });
   });
 }
 
@@ -88,6 +154,33 @@ describe("examples", function () {
     assert.match(r.out, /re-sent ACK: deduplicated=true acknowledged_at=(\S+)/);
     const [, at] = /re-sent ACK: deduplicated=true acknowledged_at=(\S+)/.exec(r.out)!;
     assert.ok(r.out.includes(`acknowledged_at ${at} (the original)`));
+  });
+
+  describe("protocol: exits 1 on an unexpected answer to the re-sent ACK instead of waiting for ever", () => {
+    // It waited only for an "ack" frame: an error frame, a close or silence left it
+    // hanging (examples/README: any unexpected answer exits 1).
+    const cases: [string, (ws: WebSocket, f: { message_id: string }) => void, RegExp][] = [
+      [
+        "an error frame",
+        (ws, f) => ws.send(JSON.stringify({ protocol_version: "1", type: "error", reply_to: f.message_id, error: { code: "DELIVERY_LEASE_LOST", message: "lease lost" } })),
+        /waiting for ack: the node answered an error frame: DELIVERY_LEASE_LOST/,
+      ],
+      ["the connection closing", (ws) => ws.close(1011, "gone"), /waiting for ack: the connection closed \(1011 gone\)/],
+      ["no answer at all", () => undefined, /no ack within 10000 ms/],
+    ];
+    for (const [what, onResentAck, message] of cases) {
+      it(what, async () => {
+        const fake = await fakeEventNode(onResentAck);
+        try {
+          const r = await runProtocol(fake.url, 25000);
+          assert.equal(r.killed, false, `still waiting after 25 s:\n${r.out}`);
+          assert.equal(r.code, 1, r.out);
+          assert.match(r.out, message);
+        } finally {
+          await fake.close();
+        }
+      });
+    }
   });
 
   it("inbox: killed halfway, every event is applied once", async () => {
