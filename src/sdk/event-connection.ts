@@ -63,6 +63,11 @@ export interface EventConnectionOptions {
    * or the path is gone without a close: the socket is dropped (close 1006).
    */
   readonly pingTimeoutMs?: number;
+  /**
+   * The upgrade, and then the welcome answering the hello, each within this long (default
+   * 10000): a node that takes the upgrade and never answers would otherwise hold open() —
+   * and a consumer — for ever, as the heartbeat starts only with the welcome.
+   */
   readonly connectTimeoutMs?: number;
 }
 
@@ -97,10 +102,11 @@ export class EventConnection extends EventEmitter {
 
   static async open(o: EventConnectionOptions): Promise<EventConnection> {
     const url = `${o.baseUrl.replace(/^http/, "ws").replace(/\/+$/, "")}/v1/events/connect`;
+    const connectTimeoutMs = o.connectTimeoutMs ?? 10000;
     const ws = new WebSocket(url, [SUBPROTOCOL], {
       headers: { Authorization: `Bearer ${o.token}` },
       perMessageDeflate: false,
-      handshakeTimeout: o.connectTimeoutMs ?? 10000,
+      handshakeTimeout: connectTimeoutMs,
     });
     await opened(ws);
     let conn: EventConnection | undefined;
@@ -114,7 +120,9 @@ export class EventConnection extends EventEmitter {
     );
     ws.on("error", () => undefined); // surfaced through "close"
     const helloId = newId();
-    const welcome = await new Promise<EventsWelcome>((resolve, reject) => {
+    let welcomeTimer: NodeJS.Timeout | undefined;
+    const welcomed = new Promise<EventsWelcome>((resolve, reject) => {
+      welcomeTimer = setTimeout(() => reject(new OrbitEventError("CONNECTION_CLOSED", `no welcome within ${connectTimeoutMs} ms`)), connectTimeoutMs);
       ws.on("message", (data, isBinary) => {
         const f = parseServer(data as Buffer, isBinary);
         if (!f) return ws.close(1008, "invalid frame from the server");
@@ -126,6 +134,15 @@ export class EventConnection extends EventEmitter {
       void closed.then((c) => reject(c.error ?? new OrbitEventError("CONNECTION_CLOSED", `closed ${c.code} before welcome`)));
       send(ws, { protocol_version: "1", type: "events.hello", message_id: helloId, body: { subscription_id: o.subscriptionId, capacity: o.capacity } });
     });
+    let welcome: EventsWelcome;
+    try {
+      welcome = await welcomed;
+    } catch (e) {
+      ws.terminate(); // no welcome: the connection is of no use, and nobody else would close it
+      throw e;
+    } finally {
+      clearTimeout(welcomeTimer);
+    }
     conn = new EventConnection(ws, welcome, closed);
     if (o.heartbeat !== false) {
       const interval = welcome.body.heartbeat_interval_ms;

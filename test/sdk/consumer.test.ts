@@ -2,6 +2,9 @@
 // errors) and the automatic Consumer (ACK after the handler, reconnect and ACK re-send,
 // DELIVERY_LEASE_LOST, stop-and-report codes, the bounded drain).
 import { strict as assert } from "node:assert";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { WebSocketServer } from "ws";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, makeCredential, waitSequenced, type Client } from "../helpers/api.js";
@@ -287,6 +290,45 @@ describe("event SDK", function () {
       const c = new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: sub, handler: async () => undefined }).start();
       const stopped = await Promise.race([c.stop({ deadlineMs: 500 }), sleep(5000).then(() => "still running")]);
       assert.deepEqual(stopped, { stopped: true });
+    });
+
+    it("gives up on a node that takes the upgrade but never answers the hello, and moves on to the next", async function () {
+      // open() waited for the welcome with no deadline (the heartbeat starts only after
+      // it): a frozen node held the consumer for ever — no other node tried, and stop()
+      // (orbit listen's Ctrl-C) never returned.
+      this.timeout(40000);
+      const server = http.createServer();
+      const silent = new WebSocketServer({ server }); // takes the upgrade and the hello, answers nothing
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+      const silentUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      try {
+        const { q, sub } = await setup();
+        const started = Date.now();
+        await assert.rejects(EventConnection.open({ baseUrl: silentUrl, token: cred.token, subscriptionId: sub, capacity: 1, connectTimeoutMs: 300 }), {
+          code: "CONNECTION_CLOSED",
+          message: "CONNECTION_CLOSED: no welcome within 300 ms",
+        });
+        assert.ok(Date.now() - started < 3000);
+
+        const handled: string[] = [];
+        const c = new Consumer({
+          baseUrl: [silentUrl, node.url], token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 20 },
+          handler: async (event) => void handled.push(event.id),
+        }).start();
+        await results(q, 1);
+        await until(() => handled.length === 1, 25000);
+        await c.stop({ deadlineMs: 500 });
+
+        const stuck = new Consumer({ baseUrl: silentUrl, token: cred.token, subscriptionId: sub, handler: async () => undefined }).start();
+        await sleep(200); // connecting: the upgrade done, the hello unanswered
+        const stopped = await Promise.race([stuck.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for a welcome")]);
+        assert.deepEqual(stopped, { stopped: true });
+      } finally {
+        for (const ws of silent.clients) ws.terminate();
+        silent.close();
+        server.closeAllConnections();
+        await new Promise<void>((r) => server.close(() => r()));
+      }
     });
 
     it("ACKs on the next connection a delivery whose handler outlived its connection, and never runs more handlers than capacity", async () => {
