@@ -3,6 +3,7 @@
 // that every event is in the inbox once and its effect was applied once.
 // Run: npm run example:inbox (next to a running node).
 import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { produce, say, setup } from "../lib/setup.js";
@@ -22,20 +23,52 @@ const start = (): ChildProcess =>
   });
 const count = async () => Number(((await inbox.query("SELECT COUNT(*) AS n FROM inbox"))[0] as { n: number }[])[0]!.n);
 
+/**
+ * Every wait ends (examples/README: "exit 1 if any event is missing"): the inbox reaches n,
+ * or the consumer exits first, or the deadline passes — a dead consumer or a lost event
+ * used to keep the demo polling for ever. The deadline leaves room for the leases the
+ * killed consumer held (30 s by default) to run out and come back.
+ */
+const DEADLINE_MS = Number(process.env.INBOX_DEADLINE_MS ?? 120_000);
+async function inboxReaches(n: number, consumer: ChildProcess): Promise<void> {
+  const deadline = Date.now() + DEADLINE_MS;
+  for (let have = await count(); have < n; have = await count()) {
+    if (consumer.exitCode !== null || consumer.signalCode !== null) {
+      throw new Error(`the consumer exited (${consumer.exitCode ?? consumer.signalCode}) with ${have} of ${n} events in the inbox`);
+    }
+    if (Date.now() > deadline) throw new Error(`${have} of ${n} events in the inbox after ${DEADLINE_MS} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Stops a consumer that still runs; one that already exited has nothing to wait for. */
+async function stop(consumer: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (consumer.exitCode !== null || consumer.signalCode !== null) return;
+  const exited = once(consumer, "exit");
+  consumer.kill(signal);
+  await exited;
+}
+
 let child = start();
-await produce(client, queueId, RESULTS, "inbox");
-while ((await count()) < RESULTS / 2) await new Promise((r) => setTimeout(r, 50));
-child.kill("SIGKILL");
-say(`-- killed the consumer with SIGKILL at ${await count()} events; starting it again --`);
-child = start();
-while ((await count()) < RESULTS) await new Promise((r) => setTimeout(r, 100));
-child.kill("SIGTERM");
-await new Promise((r) => child.once("exit", r));
-const [totals] = await inbox.query("SELECT state, n FROM outcome_totals ORDER BY state");
-const sum = (totals as { n: number }[]).reduce((a, t) => a + Number(t.n), 0);
-say(`inbox: ${await count()} events; effects applied: ${sum} (${JSON.stringify(totals)})`);
-const acked = (await client.listEventDeliveries(sub.subscription.id, { state: "ACKED", limit: 100 })).items.length;
-say(`deliveries ACKED: ${acked} of ${RESULTS}`);
-if (!process.env.INBOX_DATABASE_URL) await inbox.query(`DROP DATABASE \`orbit_inbox_${run}\``);
-await inbox.end();
-if (sum !== RESULTS || acked !== Math.min(RESULTS, 100)) process.exitCode = 1;
+try {
+  await produce(client, queueId, RESULTS, "inbox");
+  await inboxReaches(RESULTS / 2, child);
+  await stop(child, "SIGKILL");
+  say(`-- killed the consumer with SIGKILL at ${await count()} events; starting it again --`);
+  child = start();
+  await inboxReaches(RESULTS, child);
+  await stop(child, "SIGTERM");
+  const [totals] = await inbox.query("SELECT state, n FROM outcome_totals ORDER BY state");
+  const sum = (totals as { n: number }[]).reduce((a, t) => a + Number(t.n), 0);
+  say(`inbox: ${await count()} events; effects applied: ${sum} (${JSON.stringify(totals)})`);
+  const acked = (await client.listEventDeliveries(sub.subscription.id, { state: "ACKED", limit: 100 })).items.length;
+  say(`deliveries ACKED: ${acked} of ${RESULTS}`);
+  if (sum !== RESULTS || acked !== Math.min(RESULTS, 100)) process.exitCode = 1;
+} catch (e) {
+  say(`inbox demo failed: ${(e as Error).message}`);
+  process.exitCode = 1;
+} finally {
+  await stop(child, "SIGKILL");
+  if (!process.env.INBOX_DATABASE_URL) await inbox.query(`DROP DATABASE \`orbit_inbox_${run}\``);
+  await inbox.end();
+}

@@ -1,7 +1,8 @@
 // The three examples run as a user runs them (npm run example:…) against a real node,
 // and show what their README promises.
 import { strict as assert } from "node:assert";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { once } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
@@ -19,6 +20,7 @@ function run(script: string, env: Record<string, string>): Promise<{ code: numbe
 }
 
 const PROTOCOL_EXAMPLE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../examples/protocol.js");
+const INBOX_DEMO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../examples/inbox/demo.js");
 
 /**
  * A fake node for the protocol example: the management calls it makes answer as a node
@@ -181,6 +183,27 @@ describe("examples", function () {
         }
       });
     }
+  });
+
+  it("inbox: exits 1, not waits for ever, when its restarted consumer dies before the inbox is full", async () => {
+    const demo = spawn(process.execPath, [INBOX_DEMO], { env: { ...process.env, ...env, RESULTS: "200" } });
+    let out = "";
+    let killed = false;
+    demo.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      if (killed || !out.includes("starting it again")) return;
+      killed = true;
+      // The restarted consumer is the demo's one live child: kill it before it has caught up.
+      execFile("pkill", ["-KILL", "-P", String(demo.pid)]);
+    });
+    demo.stderr.on("data", (d: Buffer) => (out += d.toString()));
+    const timer = setTimeout(() => demo.kill("SIGKILL"), 60000);
+    const [code, signal] = (await once(demo, "exit")) as [number | null, string | null];
+    clearTimeout(timer);
+    assert.ok(killed, out);
+    assert.equal(signal, null, `the demo was still waiting after 60 s: ${out}`);
+    assert.equal(code, 1, out);
+    assert.match(out, /inbox demo failed: the consumer exited \(SIGKILL\) with \d+ of 200 events in the inbox/);
   });
 
   it("inbox: killed halfway, every event is applied once", async () => {
