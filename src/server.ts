@@ -29,7 +29,8 @@ export interface StartOptions {
   readonly migrate: boolean;
 }
 
-const SHUTDOWN_GRACE_MS = 10_000;
+/** In-flight HTTP requests get this long from the signal; then their connections are cut. */
+export const SHUTDOWN_GRACE_MS = 10_000;
 
 /** The node could not bind its listener (a port in use, a host it does not have). */
 export class ListenError extends Error {
@@ -125,12 +126,13 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         // requests on open keep-alive connections are answered with Connection: close.
         const done = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
+        // Counted from the signal, not from the end of the event connections' close.
+        const timer = setTimeout(() => server.closeAllConnections(), graceMs);
         // Long-polling claims answer 204 now rather than hold the shutdown up.
         services.queueSignals.close();
         // Event connections: claims and ACKs in flight finish, then 1001.
         await hub.close();
         server.closeIdleConnections();
-        const timer = setTimeout(() => server.closeAllConnections(), graceMs);
         await done;
         clearTimeout(timer);
         await background.stop();

@@ -80,4 +80,32 @@ describe("when the database goes away", function () {
     assert.equal(t.status, 201, "writes work again");
     assert.equal(node.process.exitCode, null, "the node never crashed");
   });
+
+  it("exits 0 within about 10 s of SIGTERM even when the database stops answering", async () => {
+    // A node whose database answers nothing (a partition): its periodic jobs, a request and
+    // the session close wait on statements that never return, and the shutdown waited with
+    // them for good. README: "exits 0 within about 10 s" (11 s at most).
+    const extra = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`);
+    const api = client(extra.url, cred.token);
+    const sub = (await api.post("/v1/subscriptions", { name: "held", queue_id: cred.queues[0]!.id })).json.data.subscription.id;
+    const s = await connect(extra.url, { token: cred.token });
+    await s.hello(sub, 1);
+    proxy.hold();
+    try {
+      const write = api.post("/v1/tasks", { queue_id: cred.queues[0]!.id, input: 1 }).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 300));
+      const started = Date.now();
+      const exited = await Promise.race([extra.stop("SIGTERM"), new Promise((r) => setTimeout(() => r("still running after 20 s"), 20000))]);
+      const took = Date.now() - started;
+      assert.equal(exited, 0);
+      assert.ok(took < 13500, `stopped after ${took} ms`);
+      assert.ok([1001, 1013].includes((await s.closed).code), "the event connection is closed");
+      const lines = extra.lines.map((l) => JSON.parse(l) as { msg: string });
+      assert.ok(lines.some((l) => l.msg === "shutdown deadline passed: exiting"), "the log says work was left");
+      await write;
+    } finally {
+      extra.process.kill("SIGKILL");
+      proxy.release();
+    }
+  });
 });
