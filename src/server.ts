@@ -6,7 +6,7 @@ import type { Config } from "./config/index.js";
 import { MAX_BODY_BYTES } from "./config/limits.js";
 import { createPool, parseDatabaseUrl } from "./db/pool.js";
 import { ENGINE_SESSION } from "./domain/delivery-engine.js";
-import { migrate } from "./db/migrate.js";
+import { checkNotNewer, migrate } from "./db/migrate.js";
 import { buildApp } from "./app.js";
 import { writeRawError } from "./http/raw.js";
 import { describeError, type Logger } from "./log/index.js";
@@ -49,6 +49,8 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       recovered: res.recovered.length,
       current: res.current,
     });
+  } else {
+    await checkNotNewer(config.databaseUrl);
   }
   const pool = createPool(config.databaseUrl, config.dbPoolSize);
   let closing = false;

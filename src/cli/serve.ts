@@ -5,9 +5,9 @@ import { flag, parse } from "./args.js";
 
 const HELP = `Usage: orbit serve [--no-migrate]
 
-Runs a node: applies pending migrations (unless --no-migrate), then serves the HTTP API
-and the WebSocket event endpoint on ORBIT_HOST:ORBIT_PORT until SIGTERM or SIGINT. On
-the signal it stops accepting, lets in-flight work finish (at most 10 s), closes event
+Runs a node: applies pending migrations (unless --no-migrate; a database newer than this
+code is refused either way, exit 1), then serves the HTTP API and the WebSocket event
+endpoint on ORBIT_HOST:ORBIT_PORT until SIGTERM or SIGINT. On the signal it stops accepting, lets in-flight work finish (at most 10 s), closes event
 connections with 1001, closes the database pool and exits 0 — within 11 s even when the
 database stops answering (work still stuck then is left, and the log says so); a second
 signal exits at once with 1. Logs one JSON line per request on stdout (request id,

@@ -103,10 +103,7 @@ async function applyPending(conn: mysql.Connection, all: Migration[]): Promise<M
   );
   const [rows] = await conn.query<RowDataPacket[]>("SELECT version FROM schema_migrations ORDER BY version");
   const done = new Set(rows.map((r) => Number(r.version)));
-  const newest = Math.max(0, ...done);
-  if (newest > all.length) {
-    throw new Error(`the database is at migration ${newest}, newer than this code (${all.length}); refusing to run`);
-  }
+  refuseNewer(Math.max(0, ...done), all.length);
   const applied: number[] = [];
   const recovered: number[] = [];
   for (const m of all) {
@@ -123,6 +120,36 @@ async function applyPending(conn: mysql.Connection, all: Migration[]): Promise<M
     ]);
   }
   return { applied, recovered, current: all.length };
+}
+
+function refuseNewer(newest: number, known: number): void {
+  if (newest > known) {
+    throw new Error(`the database is at migration ${newest}, newer than this code (${known}); refusing to run`);
+  }
+}
+
+/**
+ * `orbit serve --no-migrate` (migrations run in a deploy step): nothing is applied, but a
+ * database newer than this code is refused all the same. A database that does not exist
+ * yet, or has no ledger yet, has nothing newer.
+ */
+export async function checkNotNewer(databaseUrl: string, migrations?: Migration[]): Promise<void> {
+  parseDatabaseUrl(databaseUrl);
+  const all = migrations ?? (await loadMigrations());
+  let newest = 0;
+  try {
+    const conn = await mysql.createConnection({ uri: databaseUrl, timezone: "Z", multipleStatements: false });
+    try {
+      const [rows] = await conn.query<RowDataPacket[]>("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations");
+      newest = Number(rows[0]?.v ?? 0);
+    } finally {
+      await conn.end();
+    }
+  } catch (e) {
+    const code = (e as { code?: unknown }).code;
+    if (code !== "ER_NO_SUCH_TABLE" && code !== "ER_BAD_DB_ERROR") throw e;
+  }
+  refuseNewer(newest, all.length);
 }
 
 /**

@@ -32,7 +32,8 @@ describe("orbit CLI", () => {
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
     try {
       const port = (taken.address() as net.AddressInfo).port;
-      // --no-migrate and a database nobody opens: the listener fails before any query.
+      // --no-migrate and a database that does not exist (nothing newer to refuse): the
+      // listener fails before the node serves anything.
       const res = await runCli(["serve", "--no-migrate"], { ORBIT_PORT: String(port), ORBIT_DATABASE_URL: "mysql://root@127.0.0.1:3306/orbit_never_opened" });
       assert.equal(res.code, 1);
       assert.match(res.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: the address is in use`));

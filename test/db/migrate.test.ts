@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { loadMigrations, migrate, type Migration } from "../../src/db/migrate.js";
-import { runCli } from "../helpers/orbit.js";
+import { runCli, startNode } from "../helpers/orbit.js";
 
 describe("orbit migrate", () => {
   let db: TestDatabase;
@@ -66,6 +66,12 @@ describe("orbit migrate", () => {
       const res = await runCli(["migrate"], { ORBIT_DATABASE_URL: db.url });
       assert.equal(res.code, 1);
       assert.match(res.stderr, /newer than this code/);
+      // A node started with --no-migrate (migrations run in a deploy step) refuses it too:
+      // it used to serve on a schema it does not know (claims naming dropped indexes).
+      for (const args of [[], ["--no-migrate"]]) {
+        const started = startNode(db.url, {}, args).then((n) => n.stop());
+        await assert.rejects(started, /orbit serve exited with 1:[\s\S]*the database is at migration 999, newer than this code/, args.join(" "));
+      }
     } finally {
       await c.query("DELETE FROM schema_migrations WHERE version = 999");
       await c.end();
