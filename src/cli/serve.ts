@@ -10,8 +10,9 @@ code is refused either way, exit 1), then serves the HTTP API and the WebSocket 
 endpoint on ORBIT_HOST:ORBIT_PORT until SIGTERM or SIGINT. On the signal it stops accepting, lets in-flight work finish (at most 10 s), closes event
 connections with 1001, closes the database pool and exits 0 — within 11 s even when the
 database stops answering (work still stuck then is left, and the log says so); a second
-signal exits at once with 1. Logs one JSON line per request on stdout (request id,
-route, status, duration; never a token or secret). Several nodes on one database form one cluster.
+signal exits at once with 1. Logs one JSON line per request on stdout, WebSocket
+upgrades included (request id, route, status, duration; never a token or secret).
+Several nodes on one database form one cluster.
 
 Environment (defaults): ORBIT_DATABASE_URL (mysql://root@127.0.0.1:3306/orbit),
 ORBIT_HOST (127.0.0.1), ORBIT_PORT (8080; 0 picks a free port), ORBIT_LEASE_DURATION_MS

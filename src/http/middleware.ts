@@ -44,17 +44,28 @@ export function requestContext(log: Logger) {
       if (!ctx.req.complete) ctx.set("Connection", "close");
     } finally {
       const route = (ctx.state.operationId as string | undefined) ?? "unmatched";
-      metrics.httpRequests.inc({ route, status: String(ctx.status) });
-      metrics.httpDuration.observe({ route }, Number(process.hrtime.bigint() - started) / 1e9);
-      log.log("info", "request", {
-        request_id: requestId,
-        method: ctx.method,
-        route,
-        status: ctx.status,
-        duration_ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
-      });
+      recordRequest(log, { requestId, method: ctx.method, route, status: ctx.status, started });
     }
   };
+}
+
+/**
+ * The access log line and the HTTP metrics of one request: every request Koa answers,
+ * and every WebSocket upgrade (refused, or answered 101), which Koa never sees.
+ */
+export function recordRequest(
+  log: Logger,
+  r: { requestId: string; method: string; route: string; status: number; started: bigint },
+): void {
+  metrics.httpRequests.inc({ route: r.route, status: String(r.status) });
+  metrics.httpDuration.observe({ route: r.route }, Number(process.hrtime.bigint() - r.started) / 1e9);
+  log.log("info", "request", {
+    request_id: r.requestId,
+    method: r.method,
+    route: r.route,
+    status: r.status,
+    duration_ms: Number((process.hrtime.bigint() - r.started) / 1000n) / 1000,
+  });
 }
 
 /** An error answer waits at most this long for the rest of an unread body. */

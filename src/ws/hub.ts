@@ -12,8 +12,9 @@ import { authenticate, requireAction } from "../domain/identity.js";
 import type { Sequencer } from "../domain/sequencer.js";
 import type { SubscriptionSignals } from "../domain/subscription-signals.js";
 import { describeError, type Logger } from "../log/index.js";
-import { OrbitError, type ErrorCode } from "../wire/errors.js";
+import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
 import { writeRawError } from "../http/raw.js";
+import { recordRequest } from "../http/middleware.js";
 import { AckBatcher } from "./ack-batcher.js";
 import { ClaimScheduler } from "./claim-scheduler.js";
 import { CLOSE, EventConnection } from "./connection.js";
@@ -99,13 +100,25 @@ export class EventHub {
 
   /** The guard of spec §5, in the order openapi.yaml gives, then the 101. */
   async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const started = process.hrtime.bigint();
     socket.on("error", () => socket.destroy());
     // The request id of every answer below, the 101 included: the caller's, as over HTTP.
     const offered = req.headers["x-request-id"];
     const requestId = requestIdFrom(typeof offered === "string" ? offered : undefined);
-    const refuse = (code: ErrorCode, headers: Record<string, string> = {}, message?: string) =>
-      writeRawError(socket, code, headers, requestId, message);
     const [path] = (req.url ?? "").split("?");
+    // Logged and counted like any HTTP request (Koa never sees an upgrade).
+    const record = (status: number) =>
+      recordRequest(this.deps.log, {
+        requestId,
+        method: req.method ?? "GET",
+        route: path === "/v1/events/connect" ? "connectEvents" : "unmatched",
+        status,
+        started,
+      });
+    const refuse = (code: ErrorCode, headers: Record<string, string> = {}, message?: string) => {
+      writeRawError(socket, code, headers, requestId, message);
+      record(ERROR_CATALOGUE[code].status);
+    };
     if (path !== "/v1/events/connect") return refuse("NOT_FOUND");
     if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
     this.upgrading++;
@@ -121,6 +134,7 @@ export class EventHub {
       if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
       (req as UpgradeRequest).orbitRequestId = requestId;
       this.wss.handleUpgrade(req, socket, head, (ws) => {
+        record(101);
         this.openSockets++;
         ws.once("close", () => this.openSockets--);
         const conn = new EventConnection(ws, caller, authorization![0]!, {

@@ -122,6 +122,29 @@ describe("event connections: guard and session", function () {
       assert.match(upgraded, new RegExp(`X-Request-ID: ${mine}\r\n`));
     });
 
+    it("logs one JSON line per upgrade request, refused or answered 101, as for any HTTP request", async () => {
+      // README: "one JSON log line per request (request id, route, status, duration)". An
+      // upgrade was logged neither when refused nor when answered 101.
+      const refusedId = "0123456789abcdef0123456789abcd01";
+      const upgradedId = "0123456789abcdef0123456789abcd02";
+      await refusal(connect(node.url, { token: `orbit_${ID}_${"A".repeat(43)}`, headers: { "X-Request-ID": refusedId } }));
+      await conn({ headers: { "X-Request-ID": upgradedId } });
+      const logged = async (id: string) => {
+        for (let i = 0; i < 40; i++) {
+          const line = node.lines.map((l) => JSON.parse(l)).find((o) => o.msg === "request" && o.request_id === id);
+          if (line) return line;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        assert.fail(`no log line for request ${id}`);
+      };
+      for (const [id, status] of [[refusedId, 401], [upgradedId, 101]] as const) {
+        const line = await logged(id);
+        assert.deepEqual({ method: line.method, route: line.route, status: line.status }, { method: "GET", route: "connectEvents", status });
+        assert.equal(typeof line.duration_ms, "number");
+      }
+      assert.ok(!node.lines.join("\n").includes(cred.token.slice(-43)), "no token in any log line");
+    });
+
     it("refuses a malformed Sec-WebSocket-Protocol with 400 in the envelope, with the request's id", async () => {
       // ws refused these itself, after Orbit's guard: a bare text/html 400 with no envelope,
       // X-Request-ID or Cache-Control.
