@@ -425,14 +425,6 @@ export class EventConnection implements Claimant {
     this.ws.close(code, reason.slice(0, 120));
   }
 
-  get socketClosed(): boolean {
-    return this.ws.readyState === this.ws.CLOSED;
-  }
-
-  terminateIfOpen(): void {
-    if (!this.socketClosed) this.ws.terminate();
-  }
-
   private terminate(reason: string): void {
     this.deps.log.log("warn", "event connection terminated", { reason, session_id: this.sessionId || undefined });
     this.cleanup();

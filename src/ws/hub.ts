@@ -4,7 +4,7 @@
 // did (one query for all namespaces with connections on this node).
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
-import { WebSocketServer } from "ws";
+import { WebSocketServer, type WebSocket } from "ws";
 import { MAX_FRAME_BYTES } from "../config/limits.js";
 import type { Pool } from "../db/types.js";
 import { selectHeads } from "../db/queries/sessions.js";
@@ -73,7 +73,7 @@ export class EventHub {
    * it), and a client that never answers must not get past the per-node limit (§5: at
    * most 128 event connections per node) by having us close its connections.
    */
-  private openSockets = 0;
+  private readonly openSockets = new Set<WebSocket>();
   private closing = false;
 
   constructor(private readonly deps: HubDeps) {
@@ -128,15 +128,15 @@ export class EventHub {
       checkOrigin(req);
       requireAction(caller, "events:consume");
       checkHandshake(req);
-      if (this.openSockets + this.upgrading > this.deps.maxConnections) {
+      if (this.openSockets.size + this.upgrading > this.deps.maxConnections) {
         return refuse("CAPACITY_EXCEEDED", { "Retry-After": "1" });
       }
       if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
       (req as UpgradeRequest).orbitRequestId = requestId;
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         record(101);
-        this.openSockets++;
-        ws.once("close", () => this.openSockets--);
+        this.openSockets.add(ws);
+        ws.once("close", () => this.openSockets.delete(ws));
         const conn = new EventConnection(ws, caller, authorization![0]!, {
           ...this.deps,
           scheduler: this.scheduler,
@@ -202,9 +202,13 @@ export class EventHub {
     for (const c of all) c.close(CLOSE.goingAway, "server shutting down");
     await Promise.all([...all.map((c) => c.sessionClosed), ...this.closingSessions]);
     // A client that never answers the close frame must not hold the process for ws's 30 s
-    // closing timeout: 2 s after 1001, what is left is cut.
-    await new Promise((r) => setTimeout(r, all.some((c) => !c.socketClosed) ? 2000 : 0));
-    for (const c of all) c.terminateIfOpen();
+    // closing timeout: 2 s after 1001, what is left is cut — sockets of connections closed
+    // before the signal (no hello, idle, an error) whose close is still unanswered included.
+    const gone = [...this.openSockets].map((ws) => new Promise((r) => ws.once("close", r)));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(gone), new Promise((r) => (timer = setTimeout(r, 2000)))]);
+    clearTimeout(timer);
+    for (const ws of this.openSockets) ws.terminate();
     this.wss.close();
   }
 }

@@ -5,7 +5,7 @@ import { strict as assert } from "node:assert";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, type Client } from "../helpers/api.js";
-import type { Socket } from "node:net";
+import net, { type Socket } from "node:net";
 import { connect, mid, type TestSocket } from "../helpers/ws.js";
 
 describe("event connections: protection and shutdown", function () {
@@ -140,6 +140,35 @@ describe("event connections: protection and shutdown", function () {
     );
     assert.equal(refused, "ECONNREFUSED", "no new connection while event connections close");
     assert.equal(await code, 0);
+  });
+
+  it("does not wait on SIGTERM for a client that never answered a close the node sent before", async () => {
+    // The node closes a connection that sent no hello (1008); the client never answers the
+    // close frame. Such a socket left the node's connections but stayed open for ws's 30 s
+    // closing timeout, and the shutdown waited for it (README: "exits 0 within about 10 s").
+    const extra = await startNode(db.url, { ORBIT_HELLO_TIMEOUT_MS: "200" });
+    const socket = net.connect(extra.port, "127.0.0.1");
+    socket.on("error", () => undefined);
+    await new Promise((r) => socket.once("connect", r));
+    let received = "";
+    socket.on("data", (d: Buffer) => (received += d.toString("latin1")));
+    socket.write(
+      "GET /v1/events/connect HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+        `Sec-WebSocket-Protocol: orbit.events.v1\r\nAuthorization: Bearer ${cred.token}\r\n\r\n`,
+    );
+    try {
+      for (let i = 0; i < 50 && !received.includes("\x88"); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(received.startsWith("HTTP/1.1 101 ") && received.includes("\x88"), "upgraded, then closed by the node (no hello)");
+      const started = Date.now();
+      assert.equal(await extra.stop("SIGTERM"), 0);
+      const took = Date.now() - started;
+      assert.ok(took < 5000, `stopped after ${took} ms`);
+      assert.ok(!extra.lines.some((l) => l.includes("shutdown deadline passed")));
+    } finally {
+      socket.destroy();
+      extra.process.kill("SIGKILL");
+    }
   });
 
   it("closes event connections with 1001 on SIGTERM and keeps their leases", async () => {
