@@ -31,7 +31,7 @@ import * as metrics from "../metrics.js";
 export const HEAD_POLL_MS = 200;
 
 /** An upgrade request carries its request id from the guard to ws's answers (101, refusals). */
-type UpgradeRequest = IncomingMessage & { orbitRequestId?: string };
+type UpgradeRequest = IncomingMessage & { orbitRequestId?: string; orbitRecord?: (status: number) => void };
 
 export interface HubDeps {
   readonly pool: Pool;
@@ -86,6 +86,7 @@ export class EventHub {
     // leaves the answer to us: the envelope and the request's id, as every other refusal.
     this.wss.on("wsClientError", (_e, socket, req) => {
       writeRawError(socket, "INVALID_ARGUMENT", {}, (req as UpgradeRequest).orbitRequestId);
+      (req as UpgradeRequest).orbitRecord?.(ERROR_CATALOGUE.INVALID_ARGUMENT.status);
     });
     this.poll = setInterval(() => void this.pollHeads(), HEAD_POLL_MS);
     this.unsubscribe = deps.sequencer.onAdvance((ns) => this.wake(ns));
@@ -133,6 +134,7 @@ export class EventHub {
       }
       if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
       (req as UpgradeRequest).orbitRequestId = requestId;
+      (req as UpgradeRequest).orbitRecord = record;
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         record(101);
         this.openSockets.add(ws);

@@ -170,6 +170,9 @@ describe("event connections: guard and session", function () {
         assert.equal(body.request_id, mine);
         assert.equal(body.error.code, "INVALID_ARGUMENT");
       }
+      // Logged as every other refusal: one line per request.
+      const lines = node.lines.map((l) => JSON.parse(l)).filter((o) => o.msg === "request" && o.request_id === mine);
+      assert.deepEqual(lines.map((o) => [o.route, o.status]), [["connectEvents", 400], ["connectEvents", 400], ["connectEvents", 400]]);
     });
 
     it("refuses connections beyond the node's maximum with 429 and Retry-After: 1", async () => {
