@@ -29,6 +29,11 @@ export async function runServe(argv: string[]): Promise<number> {
   if (!v) return 0;
   const config = loadConfig();
   const log = jsonLogger();
+  // A log reader that goes away (a collector restarting, `orbit serve | head`) must not take
+  // the node down: a write to a closed stdout fails with EPIPE, emitted as an 'error' event
+  // that, unhandled, crashed the process with a stack trace. From then on log lines are
+  // dropped and the node keeps serving.
+  process.stdout.on("error", () => undefined);
   // Signals are handled from the start, so one that arrives while the node is still
   // starting stops it cleanly once it is up.
   let signals = 0;

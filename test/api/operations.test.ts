@@ -47,6 +47,22 @@ describe("operating a node", function () {
     assert.equal((await api.get(`/v1/tasks/${"0".repeat(32)}`)).status, 404, "the node serves on");
   });
 
+  it("keeps serving when the reader of its log goes away (stdout closed: EPIPE)", async () => {
+    const other = await startNode(db.url);
+    try {
+      other.process.stdout!.destroy();
+      for (let i = 0; i < 20; i++) {
+        // Each request writes a log line into the closed pipe.
+        assert.equal((await request(other.url, { path: "/healthz" })).status, 200);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(other.process.exitCode, null, other.lines.join("\n"));
+      assert.ok(!other.lines.some((l) => /EPIPE|at .*\(/.test(l)), "no stack trace on stderr");
+    } finally {
+      await other.stop();
+    }
+  });
+
   it("answers /healthz while the process is up, without a token", async () => {
     const res = await request(node.url, { path: "/healthz" });
     assert.equal(res.status, 200);
