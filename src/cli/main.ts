@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The `orbit` command: migrate | bootstrap | serve | revoke. Only this file touches
-// process.argv, process.exit and the environment.
+// The `orbit` command: migrate | bootstrap | serve | credential | revoke | purge | events |
+// listen. Only this file touches process.argv, process.exit and the environment.
 import { runBootstrap } from "./bootstrap.js";
 import { runMigrate } from "./migrate.js";
 import { runRevoke } from "./revoke.js";
