@@ -1,7 +1,20 @@
-// Every `orbit` command has --help, and a wrong option is a usage error (exit 2).
+// Every `orbit` command has --help, and a wrong option is a usage error (exit 2); README's
+// command and Configuration tables name what the code has, with its defaults.
 import { strict as assert } from "node:assert";
+import { readFileSync } from "node:fs";
 import net from "node:net";
+import path from "node:path";
+import { loadConfig } from "../../src/config/index.js";
 import { runCli } from "../helpers/orbit.js";
+
+/** A `## title` section of README.md (mocha runs from the repository root). */
+function readmeSection(title: string): string {
+  const readme = readFileSync(path.resolve(process.cwd(), "README.md"), "utf8");
+  const start = readme.indexOf(`\n## ${title}\n`);
+  assert.ok(start >= 0, `README.md has no "## ${title}" section`);
+  const end = readme.indexOf("\n## ", start + 1);
+  return readme.slice(start, end < 0 ? undefined : end);
+}
 
 describe("orbit CLI", () => {
   for (const cmd of ["migrate", "bootstrap", "serve", "revoke", "purge", "events", "listen"]) {
@@ -84,4 +97,54 @@ describe("orbit CLI", () => {
     assert.equal(res.code, 1);
     assert.match(res.stderr, /ORBIT_PORT must be a whole number/);
   });
+
+  it("orbit credential: --help (also after revoke) exits 0; anything but `revoke ID` is exit 2; orbit alone exits 2", async () => {
+    for (const args of [["credential", "--help"], ["credential", "revoke", "--help"]]) {
+      const res = await runCli(args);
+      assert.equal(res.code, 0, res.stderr);
+      assert.match(res.stdout, /^Usage: orbit credential revoke ID/);
+    }
+    for (const args of [["credential"], ["credential", "frob", "0".repeat(32)], ["credential", "revoke", "0".repeat(32), "extra"]]) {
+      const res = await runCli(args);
+      assert.equal(res.code, 2, `${args.join(" ")}: ${res.stderr}`);
+      assert.match(res.stderr, /expected "credential revoke ID"/);
+    }
+    const bare = await runCli([]);
+    assert.equal(bare.code, 2);
+    assert.match(bare.stdout, /^orbit: /);
+  });
+
+  it("README's `orbit` command table names every command of orbit --help, and no other", async () => {
+    const help = await runCli(["--help"]);
+    const listed = [...help.stdout.matchAll(/^  ([a-z]+) {2,}/gm)].map((m) => m[1]!).sort();
+    assert.deepEqual(listed, ["bootstrap", "credential", "events", "listen", "migrate", "purge", "revoke", "serve"]);
+    const table = readmeSection("The `orbit` command");
+    const documented = new Set([...table.matchAll(/^\| `orbit ([a-z]+)/gm), ...table.matchAll(/\(also `orbit ([a-z]+)/g)].map((m) => m[1]!));
+    assert.deepEqual([...documented].sort(), listed);
+  });
+
+  it("README's Configuration table: every variable exists with the stated default, and every one read is there", () => {
+    const table = readmeSection("Configuration");
+    const rows = [...table.matchAll(/^\| (`ORBIT_[A-Z_]+`(?: \/ `ORBIT_[A-Z_]+`)*) \| ([^|]+) \|/gm)];
+    const documented: string[] = [];
+    const base = loadConfig({});
+    for (const [, names, defaults] of rows) {
+      const vars = [...names!.matchAll(/`(ORBIT_[A-Z_]+)`/g)].map((m) => m[1]!);
+      const values = defaults!.trim() === "unset" ? vars.map(() => undefined) : [...defaults!.matchAll(/`([^`]*)`/g)].map((m) => m[1]!);
+      assert.equal(values.length, vars.length, `defaults of ${names}`);
+      vars.forEach((name, i) => {
+        documented.push(name);
+        const stated = values[i];
+        // Set to the stated default it changes nothing; set to another valid value it does
+        // (so the variable is read at all).
+        const other = stated === undefined ? "12h" : /^[0-9]+$/.test(stated) ? String(Number(stated) + 1) : name === "ORBIT_HOST" ? "127.0.0.2" : `${stated}_other`;
+        if (stated !== undefined) assert.deepEqual(loadConfig({ [name]: stated }), base, `${name}=${stated} is not the default`);
+        assert.notDeepEqual(loadConfig({ [name]: other }), base, `${name} is not read`);
+      });
+    }
+    const serveHelp = readFileSync(path.resolve(process.cwd(), "src/cli/serve.ts"), "utf8");
+    const read = new Set([...serveHelp.matchAll(/ORBIT_[A-Z_]+/g)].map((m) => m[0]));
+    assert.deepEqual([...new Set(documented)].sort(), [...read].sort());
+  });
 });
+
