@@ -11,6 +11,9 @@
 import { EventConnection, OrbitEventError, type Delivery, type Proof } from "./event-connection.js";
 import type { EventDelivery, ResultEvent } from "./types.js";
 
+/** The close handshake of stop() waits at least this long before dropping the socket. */
+const CLOSE_AT_LEAST_MS = 1000;
+
 export interface ConsumerOptions {
   /** A node, or several: after a failed or closed connection the next one is tried. */
   readonly baseUrl: string | readonly string[];
@@ -170,11 +173,15 @@ export class Consumer {
   async stop(o: { deadlineMs?: number } = {}): Promise<StopReason> {
     this.draining = true;
     this.waiting = [];
-    const deadline = new Promise<void>((r) => setTimeout(r, o.deadlineMs ?? 10_000).unref());
+    const deadlineMs = o.deadlineMs ?? 10_000;
+    const until = Date.now() + deadlineMs;
+    const deadline = new Promise<void>((r) => setTimeout(r, deadlineMs).unref());
     await Promise.race([Promise.all([...this.running]), deadline]);
     const conn = this.conn;
     if (conn?.isOpen && this.unconfirmed.size > 0) await Promise.race([this.resendAcks(), deadline]);
-    await conn?.close(1000, "consumer stopping");
+    // The close handshake gets what is left of the deadline, and at least 1 s: a node that
+    // never answers the close frame held stop() for ws's 30 s closing timeout.
+    await conn?.close(1000, "consumer stopping", Math.max(CLOSE_AT_LEAST_MS, until - Date.now()));
     this.wake?.();
     return this.done;
   }

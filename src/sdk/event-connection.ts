@@ -185,8 +185,17 @@ export class EventConnection extends EventEmitter {
     }
   }
 
-  close(code = 1000, reason = "client closing"): Promise<Closed> {
+  /**
+   * Closes with a close frame and resolves once the socket is closed. `timeoutMs`: drop the
+   * socket if the peer has not answered the close by then — otherwise a peer that never
+   * answers holds this for ws's closing timeout (30 s).
+   */
+  close(code = 1000, reason = "client closing", timeoutMs?: number): Promise<Closed> {
     if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code, reason);
+    if (timeoutMs !== undefined && this.ws.readyState !== WebSocket.CLOSED) {
+      const timer = setTimeout(() => this.ws.terminate(), timeoutMs);
+      void this.closed.then(() => clearTimeout(timer));
+    }
     return this.closed;
   }
 

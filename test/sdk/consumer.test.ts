@@ -342,6 +342,45 @@ describe("event SDK", function () {
       }
     });
 
+    it("stops within its deadline when the node never answers the close frame", async function () {
+      // stop() awaited the close handshake: a node that never answered the close held it for
+      // ws's closing timeout (30 s), past the deadline orbit listen's Ctrl-C relies on.
+      this.timeout(40000);
+      const server = http.createServer();
+      const deaf = new WebSocketServer({ server });
+      deaf.on("connection", (ws, req) => {
+        ws.once("message", (data) => {
+          const hello = JSON.parse(data.toString()) as { message_id: string };
+          ws.send(JSON.stringify({
+            protocol_version: "1", type: "events.welcome", message_id: "e".repeat(32), reply_to: hello.message_id, session_id: "5".repeat(32),
+            body: {
+              session_id: "5".repeat(32), subscription_id: "4".repeat(32), capacity: 1, lease_duration_ms: 30000, heartbeat_interval_ms: 15000,
+              server_time: new Date().toISOString(), enabled: true,
+            },
+          }));
+          req.socket.pause(); // from now on it reads nothing: the close frame is never answered
+        });
+      });
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+      try {
+        const c = new Consumer({
+          baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token: cred.token, subscriptionId: "4".repeat(32), capacity: 1,
+          handler: async () => undefined,
+        }).start();
+        await until(() => deaf.clients.size === 1);
+        await sleep(200); // the welcome arrived: the consumer is connected
+        const started = Date.now();
+        const stopped = await Promise.race([c.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for the close")]);
+        assert.deepEqual(stopped, { stopped: true });
+        assert.ok(Date.now() - started < 3000, `stop took ${Date.now() - started} ms`);
+      } finally {
+        for (const ws of deaf.clients) ws.terminate();
+        deaf.close();
+        server.closeAllConnections();
+        await new Promise<void>((r) => server.close(() => r()));
+      }
+    });
+
     it("ACKs on the next connection a delivery whose handler outlived its connection, and never runs more handlers than capacity", async () => {
       // A lease far longer than the test: nothing may come back because a lease ran out.
       const longLease = await startNode(db.url, { ORBIT_LEASE_DURATION_MS: "20000" });
