@@ -32,6 +32,23 @@ export interface StartOptions {
 /** In-flight HTTP requests get this long from the signal; then their connections are cut. */
 export const SHUTDOWN_GRACE_MS = 10_000;
 
+/**
+ * How long a statement may go unanswered before its database connection is taken for
+ * dead and replaced (pool.ts watchAnswers). 60 s on the main and sequencer pools: above
+ * MariaDB's and MySQL's default innodb_lock_wait_timeout (50 s), so a statement that waits
+ * for a row lock always ends with the server's retryable lock-wait error first, and far
+ * above any statement of theirs (bounded pages and batches).
+ */
+export const ANSWER_DEADLINE_MS = 60_000;
+/**
+ * 10 s on the claim and ACK pools: their statements are a claim's or an ACK batch's 2-3
+ * round trips (milliseconds; bench/README.md), and a claim holds its application's only
+ * claim slot (spec §5), so a dead connection must not keep it a minute. Under the 30 s
+ * default lease: the consumer is told UNAVAILABLE (1013) and reconnects well before the
+ * leases it holds run out.
+ */
+export const ENGINE_ANSWER_DEADLINE_MS = 10_000;
+
 /** The node could not bind its listener (a port in use, a host it does not have). */
 export class ListenError extends Error {
   constructor(host: string, port: number, cause: unknown) {
@@ -52,12 +69,12 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   } else {
     await checkNotNewer(config.databaseUrl);
   }
-  const pool = createPool(config.databaseUrl, config.dbPoolSize);
+  const pool = createPool(config.databaseUrl, config.dbPoolSize, undefined, ANSWER_DEADLINE_MS);
   let closing = false;
   // The sequencer numbers what every request committed, and nothing is delivered before
   // it: on the main pool its transaction queued behind the requests in flight (measured at
   // 250 results/s offered: 43 numbering runs in 8 s, ~190 ms apart, the latency's p50).
-  const sequencerPool = createPool(config.databaseUrl, SEQUENCER_POOL_SIZE);
+  const sequencerPool = createPool(config.databaseUrl, SEQUENCER_POOL_SIZE, undefined, ANSWER_DEADLINE_MS);
   const services = createServices(pool, sequencerPool, log, config.workerLeaseMs);
   const app = buildApp({ pool, services, log, requestTimeoutMs: config.requestTimeoutMs });
   const koaHandler = app.callback();
@@ -78,12 +95,12 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   // Claims get a pool of their own, as large as the claim pool, so that slow claim SQL
   // never holds up ACKs, pings and hellos (spec §5). Only claims run there, so their
   // session settings are made once per connection (ENGINE_SESSION).
-  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, ENGINE_SESSION);
+  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, ENGINE_SESSION, ENGINE_ANSWER_DEADLINE_MS);
   // ACKs get theirs too: behind 16 busy HTTP requests on the main pool an ACK's commit
   // waited for a connection, its connection's capacity stayed taken, and deliveries on a
   // node that also takes appends lagged (bench orbit.latency, same node). Only ACK
   // transactions run there: ENGINE_SESSION as for claims.
-  const ackPool = createPool(config.databaseUrl, ACK_POOL_SIZE, ENGINE_SESSION);
+  const ackPool = createPool(config.databaseUrl, ACK_POOL_SIZE, ENGINE_SESSION, ENGINE_ANSWER_DEADLINE_MS);
   const hub = new EventHub({
     pool,
     claimPool,

@@ -14,6 +14,14 @@ export interface Proxy {
   /** Holds back the server's answers (in order, per connection) until release(): the statements run, their results wait. */
   hold(): void;
   release(): void;
+  /**
+   * The first connection that sends a statement containing `text` from now on gets no
+   * more answers until release(); the others carry on. A database connection that went
+   * silent without closing (a failover, a lost NAT entry) while the database still serves.
+   */
+  stallWhen(text: string): void;
+  /** Whether a stallWhen connection has been stalled. */
+  readonly stalled: boolean;
   /** Drops every connection and refuses new ones until restore(). */
   cut(): void;
   restore(): void;
@@ -27,6 +35,10 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
   let chunks = 0;
   let severed = false;
   let held: (() => void)[] | undefined;
+  let stallText: string | undefined;
+  let stalledOne = false;
+  const stalledSockets = new Set<net.Socket>();
+  const stalledAnswers: (() => void)[] = [];
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
     if (severed) {
@@ -37,9 +49,18 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     sockets.add(client).add(upstream);
     client.on("data", (d) => {
       chunks++;
+      if (stallText !== undefined && d.includes(stallText)) {
+        stallText = undefined;
+        stalledSockets.add(client);
+        stalledOne = true;
+      }
       upstream.write(d);
     });
     upstream.on("data", (d) => {
+      if (stalledSockets.has(client)) {
+        stalledAnswers.push(() => client.write(d));
+        return;
+      }
       if (held) {
         held.push(() => client.write(d));
         return;
@@ -58,6 +79,7 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
       upstream.destroy();
       sockets.delete(client);
       sockets.delete(upstream);
+      stalledSockets.delete(client);
     };
     client.on("close", end).on("error", end);
     upstream.on("close", end).on("error", end);
@@ -80,9 +102,18 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
       held ??= [];
     },
     release() {
-      const answers = held ?? [];
+      const answers = [...stalledAnswers.splice(0), ...(held ?? [])];
       held = undefined;
+      stallText = undefined;
+      stalledSockets.clear();
       for (const write of answers) write();
+    },
+    stallWhen(text) {
+      stallText = text;
+      stalledOne = false;
+    },
+    get stalled() {
+      return stalledOne;
     },
     cut() {
       severed = true;

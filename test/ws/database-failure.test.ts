@@ -8,7 +8,13 @@ import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../h
 import { client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
-import { connect } from "../helpers/ws.js";
+import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
+import { connect, mid, type TestSocket } from "../helpers/ws.js";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** How the connection closed, or undefined if it is still open after `ms`. */
+const closedWithin = (s: TestSocket, ms: number) => Promise.race([s.closed, sleep(ms).then(() => undefined)]);
 
 describe("when the database goes away", function () {
   this.timeout(60000);
@@ -79,6 +85,65 @@ describe("when the database goes away", function () {
     const t = await api.post("/v1/tasks", { queue_id: cred.queues[0]!.id, input: 1 });
     assert.equal(t.status, 201, "writes work again");
     assert.equal(node.process.exitCode, null, "the node never crashed");
+  });
+
+  // A database connection that goes silent without closing (a failover, a lost NAT entry)
+  // while the database goes on serving the node's other connections: the driver never
+  // errors on it (mysql2 has no statement timeout), so whatever waited on it waited for good.
+  it("frees the application's claim slot when a claim's database connection goes silent", async () => {
+    // Spec §5: one claim in flight per application. The claim on the silent connection kept
+    // it, and no consumer of the application on this node received anything again.
+    const api = client(node.url, cred.token);
+    const { q, sub } = await queueWithSubscription(db, cred, api);
+    const s = await connect(node.url, { token: cred.token });
+    await s.hello(sub, 4);
+    proxy.stallWhen("@orbit_namespace :=");
+    try {
+      const [task] = await cancelledResults(api, q, 1);
+      const closed = await closedWithin(s, 16000);
+      assert.ok(proxy.stalled, "a claim's connection went silent");
+      assert.equal(closed?.code, 1013, "the claim ends UNAVAILABLE within the 10 s answer deadline");
+      assert.equal(s.frames.find((f) => f.type === "error")?.error?.code, "UNAVAILABLE");
+      const again = await connect(node.url, { token: cred.token });
+      assert.equal((await again.hello(sub, 4)).type, "events.welcome");
+      const d = await again.nextOfType("event.deliver", 5000);
+      assert.equal(d.body.event.aggregate_id, task);
+      assert.equal((await again.ack(d)).type, "ack");
+      again.close();
+    } finally {
+      proxy.release();
+    }
+  });
+
+  it("answers an ACK whose database connection goes silent, and the ACK sent again commits", async () => {
+    // The ACK batch on the silent connection was never answered: no receipt, no error, and
+    // the connection stayed open with its pings still answered (they use another pool).
+    const api = client(node.url, cred.token);
+    const { q, sub } = await queueWithSubscription(db, cred, api);
+    const s = await connect(node.url, { token: cred.token });
+    await s.hello(sub, 4);
+    await cancelledResults(api, q, 1);
+    const d = await s.nextOfType("event.deliver");
+    proxy.stallWhen("lease_secret_digest, acknowledged_at");
+    try {
+      const id = mid();
+      s.send({
+        protocol_version: "1", type: "event.ack", message_id: id, session_id: s.sessionId,
+        body: { delivery_id: d.body.delivery.id, epoch: d.body.delivery.lease_epoch, lease_secret: d.body.lease_secret },
+      });
+      const reply = await s.next((f) => f.reply_to === id, 16000).catch((e: unknown) => String(e));
+      assert.ok(proxy.stalled, "the ACK's connection went silent");
+      assert.equal(typeof reply === "string" ? reply : reply.error?.code, "UNAVAILABLE", "the ACK is answered within the 10 s answer deadline");
+      assert.equal((await closedWithin(s, 2000))?.code, 1013);
+      const again = await connect(node.url, { token: cred.token });
+      await again.hello(sub, 4);
+      const receipt = await again.ack(d);
+      assert.equal(receipt.type, "ack");
+      assert.equal(receipt.body.deduplicated, false, "the silent batch never committed");
+      again.close();
+    } finally {
+      proxy.release();
+    }
   });
 
   it("exits 0 within about 10 s of SIGTERM even when the database stops answering", async () => {
