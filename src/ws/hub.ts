@@ -75,6 +75,8 @@ export class EventHub {
    */
   private readonly openSockets = new Set<WebSocket>();
   private closing = false;
+  /** A head poll is waiting for its answer. */
+  private polling = false;
 
   constructor(private readonly deps: HubDeps) {
     this.acks = new AckBatcher(deps.ackPool);
@@ -174,8 +176,14 @@ export class EventHub {
   }
 
   private async pollHeads(): Promise<void> {
+    // One poll at a time: while the database stalls, a poll every 200 ms that waits for
+    // the last one piled up 5 queries a second on the main pool (a 4 s stall: ~20), which
+    // HTTP requests, pings and hellos then queued behind. A skipped tick costs nothing: the
+    // poll in progress reads the heads when the database answers.
+    if (this.polling) return;
     const namespaces = [...new Set([...this.connections].filter((c) => c.isBound).map((c) => c.namespaceId))];
     if (namespaces.length === 0) return;
+    this.polling = true;
     try {
       for (const [ns, head] of await selectHeads(this.deps.pool, namespaces)) {
         if (this.heads.get(ns) !== head) {
@@ -185,6 +193,8 @@ export class EventHub {
       }
     } catch (e) {
       this.deps.log.log("warn", "head poll failed", describeError(e));
+    } finally {
+      this.polling = false;
     }
   }
 

@@ -146,6 +146,32 @@ describe("when the database goes away", function () {
     }
   });
 
+  it("keeps one head poll at a time while the database stalls", async () => {
+    // The head poll ran every 200 ms whether the last one had answered or not: a stall of
+    // 4 s queued ~20 of them (5 a second for as long as it lasts) on the pool that HTTP
+    // requests, pings and hellos wait for, ahead of them once the database answers again.
+    const api = client(node.url, cred.token);
+    const { sub } = await queueWithSubscription(db, cred, api);
+    const s = await connect(node.url, { token: cred.token });
+    await s.hello(sub, 1);
+    await sleep(500);
+    const polls = () => node.lines.filter((l) => l.includes('"head poll failed"')).map((l) => Date.parse(JSON.parse(l).time as string));
+    const before = polls().length;
+    proxy.hold();
+    await sleep(4000);
+    proxy.cut();
+    proxy.release();
+    await sleep(500);
+    proxy.restore();
+    // The polls waiting when the connections were cut all fail together (the old code: 20);
+    // one per 200 ms tick fails afterwards while the proxy refuses connections, the first of
+    // which may fall within the 100 ms counted here.
+    const failed = polls().slice(before);
+    const together = failed.filter((t) => t - failed[0]! < 100).length;
+    assert.ok(together <= 2, `${together} head polls were waiting when the connections were cut`);
+    s.ws.terminate();
+  });
+
   it("exits 0 within about 10 s of SIGTERM even when the database stops answering", async () => {
     // A node whose database answers nothing (a partition): its periodic jobs, a request and
     // the session close wait on statements that never return, and the shutdown waited with
