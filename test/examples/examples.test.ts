@@ -7,8 +7,9 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { WebSocketServer, type WebSocket } from "ws";
+import type { WebSocket } from "ws";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { fakeNode, type FakeNode } from "../helpers/fake-node.js";
 import { startNode, type OrbitNode } from "../helpers/orbit.js";
 
 function run(script: string, env: Record<string, string>): Promise<{ code: number; out: string }> {
@@ -27,10 +28,10 @@ const INBOX_DEMO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), ".
  * would, and its event connections greet and deliver one event; `onResentAck` decides
  * what the second connection does with the re-sent ACK.
  */
-async function fakeEventNode(onResentAck: (ws: WebSocket, frame: { message_id: string }) => void): Promise<{ url: string; close(): Promise<void> }> {
+async function fakeEventNode(onResentAck: (ws: WebSocket, frame: { message_id: string }) => void): Promise<FakeNode> {
   const hex = (c: string) => c.repeat(32);
   const task = { id: hex("3"), state: "RUNNING" };
-  const server = http.createServer((req, res) => {
+  const fake = await fakeNode((req, res) => {
     req.resume();
     req.on("end", () => {
       const answer = (status: number, data: unknown) => {
@@ -44,9 +45,8 @@ async function fakeEventNode(onResentAck: (ws: WebSocket, frame: { message_id: s
       return answer(404, null);
     });
   });
-  const wss = new WebSocketServer({ server });
   let connections = 0;
-  wss.on("connection", (ws) => {
+  fake.wss.on("connection", (ws) => {
     const n = ++connections;
     ws.on("message", (data) => {
       const f = JSON.parse(data.toString()) as { type: string; message_id: string };
@@ -60,16 +60,7 @@ async function fakeEventNode(onResentAck: (ws: WebSocket, frame: { message_id: s
       if (f.type === "event.ack" && n > 1) onResentAck(ws, f);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    async close() {
-      for (const ws of wss.clients) ws.terminate();
-      wss.close();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return fake;
 }
 
 /** Runs the protocol example against `url`; `killed` when it was still waiting after `timeoutMs`. */

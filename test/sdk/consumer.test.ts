@@ -2,13 +2,11 @@
 // errors) and the automatic Consumer (ACK after the handler, reconnect and ACK re-send,
 // DELIVERY_LEASE_LOST, stop-and-report codes, the bounded drain).
 import { strict as assert } from "node:assert";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
-import { WebSocketServer } from "ws";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, makeCredential, waitSequenced, type Client } from "../helpers/api.js";
 import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
+import { fakeNode } from "../helpers/fake-node.js";
 import { startProxy } from "../helpers/proxy.js";
 import { Consumer, EventConnection, OrbitEventError, type Delivery } from "../../src/sdk/index.js";
 
@@ -308,10 +306,8 @@ describe("event SDK", function () {
       // it): a frozen node held the consumer for ever — no other node tried, and stop()
       // (orbit listen's Ctrl-C) never returned.
       this.timeout(40000);
-      const server = http.createServer();
-      const silent = new WebSocketServer({ server }); // takes the upgrade and the hello, answers nothing
-      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-      const silentUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const silent = await fakeNode(); // takes the upgrade and the hello, answers nothing
+      const silentUrl = silent.url;
       try {
         const { q, sub } = await setup();
         const started = Date.now();
@@ -335,10 +331,7 @@ describe("event SDK", function () {
         const stopped = await Promise.race([stuck.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for a welcome")]);
         assert.deepEqual(stopped, { stopped: true });
       } finally {
-        for (const ws of silent.clients) ws.terminate();
-        silent.close();
-        server.closeAllConnections();
-        await new Promise<void>((r) => server.close(() => r()));
+        await silent.close();
       }
     });
 
@@ -346,9 +339,8 @@ describe("event SDK", function () {
       // stop() awaited the close handshake: a node that never answered the close held it for
       // ws's closing timeout (30 s), past the deadline orbit listen's Ctrl-C relies on.
       this.timeout(40000);
-      const server = http.createServer();
-      const deaf = new WebSocketServer({ server });
-      deaf.on("connection", (ws, req) => {
+      const deaf = await fakeNode();
+      deaf.wss.on("connection", (ws, req) => {
         ws.once("message", (data) => {
           const hello = JSON.parse(data.toString()) as { message_id: string };
           ws.send(JSON.stringify({
@@ -361,23 +353,19 @@ describe("event SDK", function () {
           req.socket.pause(); // from now on it reads nothing: the close frame is never answered
         });
       });
-      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
       try {
         const c = new Consumer({
-          baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token: cred.token, subscriptionId: "4".repeat(32), capacity: 1,
+          baseUrl: deaf.url, token: cred.token, subscriptionId: "4".repeat(32), capacity: 1,
           handler: async () => undefined,
         }).start();
-        await until(() => deaf.clients.size === 1);
+        await until(() => deaf.wss.clients.size === 1);
         await sleep(200); // the welcome arrived: the consumer is connected
         const started = Date.now();
         const stopped = await Promise.race([c.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for the close")]);
         assert.deepEqual(stopped, { stopped: true });
         assert.ok(Date.now() - started < 3000, `stop took ${Date.now() - started} ms`);
       } finally {
-        for (const ws of deaf.clients) ws.terminate();
-        deaf.close();
-        server.closeAllConnections();
-        await new Promise<void>((r) => server.close(() => r()));
+        await deaf.close();
       }
     });
 
