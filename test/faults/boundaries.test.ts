@@ -9,7 +9,7 @@ import { strict as assert } from "node:assert";
 import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
-import { claimedTasks, queueWithSubscription } from "../helpers/fixtures.js";
+import { claimedTasks, grantedQueue, queueWithSubscription } from "../helpers/fixtures.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
 import { connect, mid, type Frame, type TestSocket } from "../helpers/ws.js";
 
@@ -105,6 +105,79 @@ describe("transaction boundaries under faults", function () {
     assert.deepEqual([Number(a.n), Number(a.d)], [results, results], "one ACK audit record per delivery");
     s.ws.terminate();
   }
+
+  /** The numbered events of the namespace are exactly 1..head: none numbered above the head, none missing below it. */
+  async function assertNumberedUpToHead() {
+    const [r] = await query(
+      `SELECT n.head_sequence AS head, COUNT(e.sequence) AS numbered, COALESCE(MAX(e.sequence), 0) AS top
+         FROM namespace_streams n LEFT JOIN result_events e ON e.namespace_id = n.namespace_id AND e.sequence IS NOT NULL
+        WHERE n.namespace_id = ? GROUP BY n.head_sequence`,
+      [cred.namespace_id],
+    );
+    assert.deepEqual([String(r.numbered), String(r.top)], [String(r.head), String(r.head)], `numbered events are 1..head: ${JSON.stringify(r)}`);
+  }
+
+  /** n tasks claimed on a queue of their own, completed 8 at a time; returns the ids of those answered 200. */
+  async function completeAll(api: Client, t: { taskId: string; attemptId: string }[]): Promise<string[]> {
+    const answered: string[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < t.length) {
+          const x = t[next++]!;
+          const res = await api.post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded" }, null).catch(() => undefined);
+          if (res?.status === 200) answered.push(x.taskId);
+        }
+      }),
+    );
+    return answered;
+  }
+
+  it("numbers nothing without the head when the sequencer's connection is cut as it numbers, and numbers it all later", async () => {
+    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
+    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, env);
+    nodes.push(node);
+    const api = client(node.url, cred.token);
+    const t = await claimedTasks(api, await grantedQueue(db, cred, "seq-cut"), 40);
+    // The round trip that moves the head (with the sequences and COMMIT) never reaches the database.
+    const cut = proxy.cutWhen("UPDATE namespace_streams SET head_sequence");
+    const answered = await completeAll(api, t);
+    await cut;
+    assert.equal(answered.length, t.length, "the completions do not depend on the sequencer");
+    await assertNumberedUpToHead();
+    // Numbered afterwards, by the next kick or the sweep: each completion its one event.
+    await assertLogWhole();
+    const { events } = await readLog(db, cred.namespace_id);
+    assert.deepEqual(events.filter((e) => answered.includes(e.aggregate_id)).map((e) => e.aggregate_id).sort(), [...answered].sort());
+  });
+
+  it("keeps the numbering whole when the node is SIGKILLed as its sequencer commits", async () => {
+    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
+    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, env);
+    nodes.push(node);
+    const api = client(node.url, cred.token);
+    const q = await grantedQueue(db, cred, "seq-kill");
+    const t = await claimedTasks(api, q, 40);
+    // The numbering round trip reaches the database; its answer never reaches the node.
+    proxy.stallWhen("UPDATE result_events SET sequence");
+    const run = completeAll(api, t);
+    for (const end = Date.now() + 10000; !proxy.stalled; await sleep(5)) assert.ok(Date.now() < end, "the sequencer numbered");
+    await sleep(20);
+    await node.stop("SIGKILL");
+    const answered = await run;
+    assert.ok(answered.length > 0, "completions were answered");
+    await assertNumberedUpToHead();
+    const rows = await query("SELECT state FROM tasks WHERE id IN (?)", [answered]);
+    assert.deepEqual(rows.map((r) => r.state), rows.map(() => "SUCCEEDED"), "every completion answered 200 is durable");
+
+    const again = await startNode(db.url, env);
+    nodes.push(again);
+    const api2 = client(again.url, cred.token);
+    assert.equal((await completeAll(api2, t)).length, t.length, "the rest complete on the new node");
+    // And more after them: numbered after what the dead node numbered, never over it.
+    assert.equal((await completeAll(api2, await claimedTasks(api2, q, 10))).length, 10);
+    await assertLogWhole();
+  });
 
   it("keeps every completion, lease and ACK receipt it gave when the node is SIGKILLed mid-stream", async () => {
     const node = await startNode(db.url, env);

@@ -22,6 +22,11 @@ export interface Proxy {
   stallWhen(text: string): void;
   /** Whether a stallWhen connection has been stalled. */
   readonly stalled: boolean;
+  /**
+   * The first connection that sends a statement containing `text` from now on is dropped
+   * before that statement reaches the server; the others carry on. Resolves once it was.
+   */
+  cutWhen(text: string): Promise<void>;
   /** Drops every connection and refuses new ones until restore(). */
   cut(): void;
   restore(): void;
@@ -39,6 +44,7 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
   let stalledOne = false;
   const stalledSockets = new Set<net.Socket>();
   const stalledAnswers: (() => void)[] = [];
+  let cutText: { text: string; done: () => void } | undefined;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
     if (severed) {
@@ -49,6 +55,14 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     sockets.add(client).add(upstream);
     client.on("data", (d) => {
       chunks++;
+      if (cutText !== undefined && d.includes(cutText.text)) {
+        const { done } = cutText;
+        cutText = undefined;
+        client.destroy();
+        upstream.destroy();
+        done();
+        return;
+      }
       if (stallText !== undefined && d.includes(stallText)) {
         stallText = undefined;
         stalledSockets.add(client);
@@ -114,6 +128,9 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     },
     get stalled() {
       return stalledOne;
+    },
+    cutWhen(text) {
+      return new Promise((done) => (cutText = { text, done }));
     },
     cut() {
       severed = true;
