@@ -194,13 +194,21 @@ export async function purge(pool: Pool, namespaceId: string, before: bigint): Pr
     undefined,
     "READ COMMITTED",
   );
+  return { deleted: await deleteUpToBoundary(pool, namespaceId, boundary), boundary: raisedTo };
+}
+
+/**
+ * Deletes the events at or below a boundary already raised, in batches of 1,000. READ
+ * COMMITTED: under REPEATABLE READ each batch's next-key locks would cover the gap where
+ * the namespace's new, unnumbered events are inserted, holding the producers back.
+ */
+async function deleteUpToBoundary(pool: Pool, namespaceId: string, boundary: string): Promise<number> {
   let deleted = 0;
   for (;;) {
-    const n = await withTransaction(pool, (tx) => deleteEventsUpTo(tx, namespaceId, boundary, 1000));
+    const n = await withTransaction(pool, (tx) => deleteEventsUpTo(tx, namespaceId, boundary, 1000), undefined, "READ COMMITTED");
     deleted += n;
-    if (n < 1000) break;
+    if (n < 1000) return deleted;
   }
-  return { deleted, boundary: raisedTo };
 }
 
 /** Age-based retention (ORBIT_RETENTION): purges what occurred before now - retentionMs. */
@@ -210,6 +218,10 @@ export async function purgeOlderThan(pool: Pool, namespaceId: string, retentionM
   const { head, retentionBoundary } = await readStream(pool, namespaceId);
   // Everything numbered before the first event that is still young enough goes.
   const before = first !== undefined ? BigInt(first) : BigInt(head) + 1n;
-  if (before - 1n <= BigInt(retentionBoundary)) return 0;
+  // The boundary stays: still delete what it left behind — the rows of a purge that died
+  // between raising it and its deletes, and events kept for a delivery that was ACKED
+  // since. Otherwise they would stay until the boundary next moves: in a namespace that
+  // gets no new events, for ever.
+  if (before - 1n <= BigInt(retentionBoundary)) return deleteUpToBoundary(pool, namespaceId, retentionBoundary);
   return (await purge(pool, namespaceId, before)).deleted;
 }

@@ -195,6 +195,28 @@ describe("result log", function () {
     }
   });
 
+  it("deletes on its next sweep (ORBIT_RETENTION) the events a purge left below the boundary", async () => {
+    // A purge raises the boundary in one transaction and deletes afterwards: a node killed
+    // in between leaves the rows. The sweep saw the boundary already in place and deleted
+    // nothing, so they stayed until the boundary next moved.
+    const pool = createPool(db.url, 2);
+    const c = await db.connect();
+    try {
+      const { events } = await readLog(db, cred.namespace_id);
+      assert.ok(events.length >= 4);
+      await c.query("UPDATE namespace_streams SET retention_boundary = ? WHERE namespace_id = ?", [events[2]!.sequence, cred.namespace_id]);
+      // Nothing is old enough to raise the boundary; the three rows at or below it go.
+      assert.equal(await purgeOlderThan(pool, cred.namespace_id, 30 * 60 * 1000), 3);
+      assert.equal((await readLog(db, cred.namespace_id)).events[0]!.sequence, events[3]!.sequence);
+      const [s] = await c.query<any[]>("SELECT retention_boundary FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id]);
+      assert.equal(String(s[0].retention_boundary), events[2]!.sequence, "the boundary is not moved");
+      assert.equal(await purgeOlderThan(pool, cred.namespace_id, 30 * 60 * 1000), 0);
+    } finally {
+      await c.end();
+      await pool.end();
+    }
+  });
+
   it("numbers an event whose node died between its commit and its numbering (the sweep)", async () => {
     const before = await readLog(db, cred.namespace_id);
     const c = await db.connect();
