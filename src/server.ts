@@ -49,6 +49,26 @@ export const ANSWER_DEADLINE_MS = 60_000;
  */
 export const ENGINE_ANSWER_DEADLINE_MS = 10_000;
 
+/** The one path a WebSocket upgrade is served on (openapi.yaml connectEvents). */
+const EVENTS_PATH = "/v1/events/connect";
+
+/** The request line and header block of req, without Upgrade and its Connection token. */
+function withoutUpgrade(req: http.IncomingMessage): Buffer {
+  const lines = [`${req.method} ${req.url} HTTP/${req.httpVersion}`];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i]!;
+    let value = req.rawHeaders[i + 1]!;
+    if (/^upgrade$/i.test(name)) continue;
+    if (/^connection$/i.test(name)) {
+      value = value.split(",").map((t) => t.trim()).filter((t) => t !== "" && t.toLowerCase() !== "upgrade").join(", ");
+      if (value === "") continue;
+    }
+    lines.push(`${name}: ${value}`);
+  }
+  // Node read the header bytes as latin1: written back the same way, they are the bytes sent.
+  return Buffer.from(`${lines.join("\r\n")}\r\n\r\n`, "latin1");
+}
+
 /** The node could not bind its listener (a port in use, a host it does not have). */
 export class ListenError extends Error {
   constructor(host: string, port: number, cause: unknown) {
@@ -114,7 +134,15 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     helloTimeoutMs: config.helloTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
   });
-  server.on("upgrade", (req, socket, head) => void hub.handleUpgrade(req, socket, head));
+  server.on("upgrade", (req, socket, head) => {
+    if ((req.url ?? "").split("?")[0] === EVENTS_PATH) return void hub.handleUpgrade(req, socket, head);
+    // An Upgrade offered anywhere else (curl --http2 offers h2c on every request) is
+    // ignored (RFC 9110 §7.8): the request is answered as if it had none. Node hands every
+    // request with an Upgrade to this listener, with its parser gone: the request goes
+    // back to the HTTP parser as it came, without the offer, its body after it.
+    socket.unshift(Buffer.concat([withoutUpgrade(req), head]));
+    server.emit("connection", socket);
+  });
   const closePools = () => Promise.all([claimPool.end(), ackPool.end(), sequencerPool.end(), pool.end()]);
   try {
     await new Promise<void>((resolve, reject) => {

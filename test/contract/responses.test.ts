@@ -329,6 +329,18 @@ describe("contract: every response validates against openapi.yaml", function () 
     }
   });
 
+  it("an Upgrade offer on another path is ignored: the operation answers as without it (RFC 9110 §7.8)", async () => {
+    // curl --http2 on http:// offers h2c on every request; a WebSocket client may offer on
+    // any path. Neither is a 404 of a path that exists.
+    for (const offer of ["h2c", "websocket"]) {
+      const up: [string, string][] = [["Connection", "Upgrade, HTTP2-Settings"], ["Upgrade", offer], ["HTTP2-Settings", "AAMAAABkAAQCAAAAAAIAAAAA"]];
+      await expect("getCurrentCredential", 200, call({ path: "/v1/credential", headers: up }));
+      await expect("getHealth", 200, call({ path: "/v1/health", headers: up }, ""));
+      const res = await expect("submitTask", 201, call({ method: "POST", path: "/v1/tasks", headers: [...up, ["Idempotency-Key", `up-${offer}`]], body: JSON.stringify({ queue_id: queue, input: offer }) }));
+      assert.equal(res.json.data.task.queue_id, queue);
+    }
+  });
+
   it("every path answers another method with 405, Allow and the envelope", async () => {
     for (const [path, item] of Object.entries<any>(OPENAPI.paths)) {
       const concrete = path.replace(/\{[a-z_]+\}/g, NO_ID);
