@@ -927,11 +927,15 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description 426 PROTOCOL_REQUIRED: not a WebSocket upgrade offering orbit.events.v1. */
+        /** @description 426 PROTOCOL_REQUIRED: not a WebSocket upgrade offering orbit.events.v1. Names the protocol to upgrade to (RFC 9110 §15.5.22) and the WebSocket version the node speaks (RFC 6455 §4.4). */
         UpgradeRequired: {
             headers: {
                 "X-Request-ID": components["headers"]["XRequestId"];
                 "Cache-Control": components["headers"]["CacheControl"];
+                /** @description The protocol to upgrade to. */
+                Upgrade: "websocket";
+                /** @description The WebSocket protocol version the node speaks. */
+                "Sec-WebSocket-Version": "13";
                 [name: string]: unknown;
             };
             content: {

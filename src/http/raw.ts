@@ -16,8 +16,9 @@ export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, s
     "Content-Length": String(Buffer.byteLength(body)),
     "X-Request-ID": id,
     "Cache-Control": "no-store",
-    Connection: "close",
     ...extraHeaders,
+    // The socket ends after this answer, whatever else Connection names (426: Upgrade).
+    Connection: extraHeaders.Connection ? `${extraHeaders.Connection}, close` : "close",
   };
   const lines = Object.entries(headers).map(([k, v]) => `${k}: ${v}`);
   return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n${lines.join("\r\n")}\r\n\r\n${body}`;

@@ -9,7 +9,7 @@ import type { Context, Next } from "koa";
 import { ROUTES, type HandlerRequest, type HttpOperationId, type Implementation, type RouteSpec } from "../../generated/http/routes.js";
 import { authenticate, requireAction, isAction, type Caller } from "../domain/identity.js";
 import type { Pool } from "../db/types.js";
-import { OrbitError, invalidArgument, notFound, unavailable } from "../wire/errors.js";
+import { invalidArgument, notFound, protocolRequired, unavailable } from "../wire/errors.js";
 import { parseQuery } from "../wire/query.js";
 import { canonicalJson } from "../wire/canonical.js";
 import type { NodeServices } from "../domain/services.js";
@@ -118,7 +118,7 @@ async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal:
   const path = readPath(ctx, route);
   if (route.transport === "websocket") {
     // A plain GET of the event endpoint: the caller may consume but did not upgrade.
-    throw new OrbitError("PROTOCOL_REQUIRED");
+    throw protocolRequired();
   }
   if (!route.hasBody && requestHasBody(ctx.req)) throw invalidArgument("this operation takes no body");
   const input = lazyInput(ctx, route);

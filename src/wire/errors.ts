@@ -74,3 +74,6 @@ export const permissionDenied = (): OrbitError => new OrbitError("PERMISSION_DEN
 export const stateConflict = (message?: string): OrbitError => new OrbitError("STATE_CONFLICT", message);
 export const unavailable = (): OrbitError => new OrbitError("UNAVAILABLE", undefined, { "Retry-After": "1" });
 export const notImplemented = (): OrbitError => new OrbitError("NOT_IMPLEMENTED");
+/** 426 names the protocol to upgrade to (RFC 9110 §15.5.22) and the WebSocket version (RFC 6455 §4.4). */
+export const protocolRequired = (message?: string): OrbitError =>
+  new OrbitError("PROTOCOL_REQUIRED", message, { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Version": "13" });

@@ -2,7 +2,7 @@
 // connectEvents): same-origin only, no query string, a well-formed WebSocket handshake
 // offering orbit.events.v1. Each failure is an OrbitError with the contract's code.
 import type { IncomingMessage } from "node:http";
-import { OrbitError, invalidArgument } from "../wire/errors.js";
+import { OrbitError, invalidArgument, protocolRequired } from "../wire/errors.js";
 
 export const SUBPROTOCOL = "orbit.events.v1";
 
@@ -27,10 +27,10 @@ export function offersSubprotocol(header: string | undefined): boolean {
 
 export function checkHandshake(req: IncomingMessage): void {
   if ((req.url ?? "").includes("?")) throw invalidArgument("the event endpoint takes no query parameters");
-  if (!offersSubprotocol(req.headers["sec-websocket-protocol"])) throw new OrbitError("PROTOCOL_REQUIRED");
+  if (!offersSubprotocol(req.headers["sec-websocket-protocol"])) throw protocolRequired();
   const upgrade = (req.headers.upgrade ?? "").toLowerCase();
   const key = req.headers["sec-websocket-key"] ?? "";
   if (req.method !== "GET" || upgrade !== "websocket" || req.headers["sec-websocket-version"] !== "13" || !/^[+/0-9A-Za-z]{21}[AQgw]==$/.test(key)) {
-    throw new OrbitError("PROTOCOL_REQUIRED", "a WebSocket 13 upgrade is required");
+    throw protocolRequired("a WebSocket 13 upgrade is required");
   }
 }

@@ -228,6 +228,8 @@ describe("contract: every response validates against openapi.yaml", function () 
     await expect("connectEvents", 400, call({ path: `${path}?x=1`, headers: [["Connection", "Upgrade"], ...ws, ["Sec-WebSocket-Protocol", "orbit.events.v1"]] }));
     await expect("connectEvents", 426, call({ path, headers: [["Connection", "Upgrade"], ...ws] }));
     await expect("connectEvents", 426, call({ path }));
+    const version = await expect("connectEvents", 426, call({ path, headers: [["Connection", "Upgrade"], ...ws, ["Sec-WebSocket-Version", "8"], ["Sec-WebSocket-Protocol", "orbit.events.v1"]] }));
+    assert.equal(version.headers["sec-websocket-version"], "13");
 
     // The 101, its headers checked as a response of connectEvents.
     const upgraded = await new Promise<RawResponse>((resolve, reject) => {
