@@ -100,10 +100,14 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   const koaHandler = app.callback();
   // requireHostHeader off: Node would answer a Host-less request with a bare 400
   // outside the envelope; Koa answers it like any other.
-  const server = http.createServer({ requireHostHeader: false }, (req, res) => {
+  const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
     if (closing) res.setHeader("Connection", "close");
     void koaHandler(req, res);
-  });
+  };
+  const server = http.createServer({ requireHostHeader: false }, handle);
+  // An Expect other than 100-continue: Node answers a bare 417 outside the envelope, a
+  // status no operation lists. The node ignores the expectation and answers the request.
+  server.on("checkExpectation", handle);
   // Node's own limits sit just above ours so that Koa answers first, in the envelope.
   server.requestTimeout = config.requestTimeoutMs + 2000;
   server.headersTimeout = 10_000;

@@ -343,6 +343,12 @@ describe("contract: every response validates against openapi.yaml", function () 
     }
   });
 
+  it("an Expect other than 100-continue is ignored, never a bare 417", async () => {
+    await expect("getHealth", 200, call({ path: "/v1/health", headers: [["Expect", "x-later"]] }, ""));
+    const body = JSON.stringify({ queue_id: queue, input: "expect" });
+    await expect("submitTask", 201, call({ method: "POST", path: "/v1/tasks", headers: [["Expect", "x-later"], ["Idempotency-Key", "expect"]], body }));
+  });
+
   it("every path answers another method with 405, Allow and the envelope", async () => {
     for (const [path, item] of Object.entries<any>(OPENAPI.paths)) {
       const concrete = path.replace(/\{[a-z_]+\}/g, NO_ID);
