@@ -572,7 +572,7 @@ export interface components {
             /** @description Human-readable explanation for logs and operators. Not stable; never parse it. It never contains tokens, lease secrets, task input or SQL. */
             message: string;
         };
-        /** @description Any JSON value (object, array, string, number, boolean or null). Its exact text as sent is what Orbit keeps. */
+        /** @description Any JSON value (object, array, string, number, boolean or null). Its exact text as sent is what Orbit keeps. **Orbit's choice:** nested at most 255 arrays or objects deep, since a request body may nest at most 256 levels and the body itself is the first (else 400 INVALID_ARGUMENT). */
         JsonValue: unknown;
         /** @description The body of every error response. */
         ErrorEnvelope: {

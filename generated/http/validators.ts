@@ -196,7 +196,7 @@ validate22.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 export const body_completeAttempt = validate23;
 const schema37 = {"type":"object","additionalProperties":false,"required":["outcome"],"properties":{"outcome":{"type":"string","enum":["succeeded","failed","needs_review"],"description":"The task becomes SUCCEEDED, FAILED or NEEDS_REVIEW."},"result":{"$ref":"orbit-http#/$defs/JsonValue","description":"Optional result; kept as the raw JSON text sent. **Orbit's choice:** at most 256 KiB measured as the JSON string that carries it in `task.result` and an event's `snapshot.result` (UTF-8 bytes, its quotes and backslashes escaped), else 400 INVALID_ARGUMENT, so that every `event.deliver` frame fits the 512 KiB frame limit."},"error":{"type":"string","minLength":1,"maxLength":1024,"description":"Optional error description (1-1024 Unicode characters). **Orbit's choice:** kept with the attempt (for the identical-repeat rule) and shown by no read; the event's `details.reason` is `WORKER_FAILED`."}}};
-const schema38 = {"description":"Any JSON value (object, array, string, number, boolean or null). Its exact text as sent is what Orbit keeps."};
+const schema38 = {"description":"Any JSON value (object, array, string, number, boolean or null). Its exact text as sent is what Orbit keeps. **Orbit's choice:** nested at most 255 arrays or objects deep, since a request body may nest at most 256 levels and the body itself is the first (else 400 INVALID_ARGUMENT)."};
 
 function validate23(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

@@ -8,6 +8,7 @@
 import { strict as assert } from "node:assert";
 import { randomBytes } from "node:crypto";
 import http from "node:http";
+import { MAX_JSON_DEPTH } from "../../src/config/limits.js";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { makeCredential, readLog, waitSequenced } from "../helpers/api.js";
@@ -347,6 +348,14 @@ describe("contract: every response validates against openapi.yaml", function () 
     await expect("getHealth", 200, call({ path: "/v1/health", headers: [["Expect", "x-later"]] }, ""));
     const body = JSON.stringify({ queue_id: queue, input: "expect" });
     await expect("submitTask", 201, call({ method: "POST", path: "/v1/tasks", headers: [["Expect", "x-later"], ["Idempotency-Key", "expect"]], body }));
+  });
+
+  it("states the nesting limit the server enforces on a JsonValue (task input, results)", async () => {
+    const nested = (n: number) => `{"queue_id":"${queue}","input":${"[".repeat(n)}${"]".repeat(n)}}`;
+    await expect("submitTask", 201, post("/v1/tasks", nested(MAX_JSON_DEPTH - 1)));
+    await expect("submitTask", 400, post("/v1/tasks", nested(MAX_JSON_DEPTH)));
+    assert.match(OPENAPI.components.schemas.JsonValue.description, new RegExp(`at most ${MAX_JSON_DEPTH - 1} arrays or objects deep`));
+    assert.match(OPENAPI.info.description, new RegExp(`at most ${MAX_JSON_DEPTH} levels deep`));
   });
 
   it("every path answers another method with 405, Allow and the envelope", async () => {
