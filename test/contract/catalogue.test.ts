@@ -47,6 +47,17 @@ describe("the error catalogue", () => {
     }
   });
 
+  it("lists 501 NOT_IMPLEMENTED on exactly the operations its description names", () => {
+    // The description said "every operation"; the contract documents and the liveness,
+    // readiness and metrics endpoints, which every build serves, never listed it.
+    const without: string[] = [];
+    for (const item of Object.values<any>(openapi.paths)) {
+      for (const op of Object.values<any>(item)) if (op?.operationId && !op.responses?.["501"]) without.push(op.operationId);
+    }
+    assert.deepEqual(without.sort(), ["getEventsSchema", "getLiveness", "getMetrics", "getOpenapiDocument", "getReadiness"]);
+    assert.match(openapi.info.description, /lists 501 NOT_IMPLEMENTED but the two contract documents\s+\(`getOpenapiDocument`, `getEventsSchema`\) and the liveness, readiness and metrics/);
+  });
+
   it("keeps WebSocket-only codes out of HTTP", () => {
     for (const c of WS_ONLY_CODES) assert.ok(ERROR_CODES.includes(c));
   });
