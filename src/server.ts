@@ -13,7 +13,7 @@ import { describeError, type Logger } from "./log/index.js";
 import type { Pool } from "./db/types.js";
 import { createServices } from "./domain/services.js";
 import { startBackground } from "./background.js";
-import { EventHub } from "./ws/hub.js";
+import { EVENTS_PATH, EventHub } from "./ws/hub.js";
 import { ACK_POOL_SIZE, CLAIM_POOL_GLOBAL, SEQUENCER_POOL_SIZE } from "./config/limits.js";
 import { newId } from "./domain/identity.js";
 
@@ -48,9 +48,6 @@ export const ANSWER_DEADLINE_MS = 60_000;
  * leases it holds run out.
  */
 export const ENGINE_ANSWER_DEADLINE_MS = 10_000;
-
-/** The one path a WebSocket upgrade is served on (openapi.yaml connectEvents). */
-const EVENTS_PATH = "/v1/events/connect";
 
 /** The request line and header block of req, without Upgrade and its Connection token. */
 function withoutUpgrade(req: http.IncomingMessage): Buffer {

@@ -30,6 +30,9 @@ import * as metrics from "../metrics.js";
  */
 export const HEAD_POLL_MS = 200;
 
+/** The one path a WebSocket upgrade is served on (openapi.yaml connectEvents); server.ts hands the hub only these. */
+export const EVENTS_PATH = "/v1/events/connect";
+
 /** An upgrade request carries its request id from the guard to ws's answers (101, refusals). */
 type UpgradeRequest = IncomingMessage & { orbitRequestId?: string; orbitRecord?: (status: number) => void };
 
@@ -108,21 +111,13 @@ export class EventHub {
     // The request id of every answer below, the 101 included: the caller's, as over HTTP.
     const offered = req.headers["x-request-id"];
     const requestId = requestIdFrom(typeof offered === "string" ? offered : undefined);
-    const [path] = (req.url ?? "").split("?");
     // Logged and counted like any HTTP request (Koa never sees an upgrade).
     const record = (status: number) =>
-      recordRequest(this.deps.log, {
-        requestId,
-        method: req.method ?? "GET",
-        route: path === "/v1/events/connect" ? "connectEvents" : "unmatched",
-        status,
-        started,
-      });
+      recordRequest(this.deps.log, { requestId, method: req.method ?? "GET", route: "connectEvents", status, started });
     const refuse = (code: ErrorCode, headers: Record<string, string> = {}, message?: string) => {
       writeRawError(socket, code, headers, requestId, message);
       record(ERROR_CATALOGUE[code].status);
     };
-    if (path !== "/v1/events/connect") return refuse("NOT_FOUND");
     if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
     this.upgrading++;
     try {
