@@ -120,6 +120,18 @@ describe("HTTP basics", () => {
       assertError(await call({ method: "GET", path: `/v1/subscriptions/${ID}:configure` }), 404, "NOT_FOUND");
     });
 
+    it("answers HEAD on every GET path with the GET's status and headers and no body, as openapi.yaml says", async () => {
+      for (const path of ["/v1/credential", `/v1/tasks/${ID}`]) {
+        const [get, head] = [await call({ path }), await call({ method: "HEAD", path })];
+        assert.equal(head.status, get.status, path);
+        assert.equal(head.text, "", path);
+        assert.equal(head.headers["content-type"], get.headers["content-type"], path);
+        assert.match(String(head.headers["x-request-id"]), /^[0-9a-f]{32}$/);
+      }
+      assert.equal((await call({ method: "DELETE", path: `/v1/tasks/${ID}` })).headers.allow, "HEAD, GET");
+      assert.equal((await call({ method: "HEAD", path: "/v1/tasks" })).status, 405, "no GET, no HEAD");
+    });
+
     it("answers a path id that cannot exist with 404", async () => {
       for (const bad of ["ABCDEF0123456789abcdef0123456789", "123", `${ID}0`, "%00"]) {
         const res = await call({ path: `/v1/subscriptions/${bad}` });
