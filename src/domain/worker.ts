@@ -103,10 +103,16 @@ export async function claimOnce(
   );
 }
 
-/** Runs the expiry sweep once across all queues (every node does, every second). */
+/**
+ * Runs the expiry sweep once across all queues (every node does, every second). READ
+ * COMMITTED, as a claim's own recovery: under REPEATABLE READ its scan of tasks_lease
+ * (state, lease_until) next-key locked the gap in front of the first RUNNING entry, where
+ * every new task's (QUEUED, NULL, newest id) entry goes, so each submit waited on each
+ * node's sweep until it committed (and a claim too, when no task was RUNNING).
+ */
 export async function expireDue(pool: Pool): Promise<ExpiryEffects> {
   const effects = noEffects();
-  await withTransaction(pool, (tx) => expireAttempts(tx, nowMs(), effects));
+  await withTransaction(pool, (tx) => expireAttempts(tx, nowMs(), effects), undefined, "READ COMMITTED");
   return effects;
 }
 
