@@ -7,7 +7,8 @@ import { strict as assert } from "node:assert";
 import mysql from "mysql2/promise";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { migrate } from "../../src/db/migrate.js";
-import { createPool } from "../../src/db/pool.js";
+import { createPool, type Pool } from "../../src/db/pool.js";
+import { selectSubscription, selectSubscriptionPage } from "../../src/db/queries/subscriptions.js";
 import { expireDue } from "../../src/domain/worker.js";
 import { newRowId } from "../../src/wire/ids.js";
 
@@ -73,6 +74,31 @@ describe("statements at scale", function () {
       [id, NS, APP, CRED, QUEUE, `s${id}`, types, cursor],
     );
   }
+
+  it("pending_count reads a subscription's backlog, not its ACKED history, on a page of subscriptions", async () => {
+    const id = newRowId();
+    await subscription(id, HISTORY);
+    try {
+      // HISTORY deliveries: 5 PENDING, 2 LEASED, 1 EXPIRED, the rest ACKED (kept for ever).
+      await conn.query(
+        `INSERT INTO deliveries (id, subscription_id, event_id, sequence, revision, state, created_at, available_at, lease_epoch, lease_until, attempts, attempt_budget)
+         WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+         SELECT LPAD(HEX(i), 32, 'd'), ?, LPAD(HEX(i), 32, '0'), i, 1,
+                CASE WHEN i > ? - 5 THEN 'PENDING' WHEN i > ? - 7 THEN 'LEASED' WHEN i = 10 THEN 'EXPIRED' ELSE 'ACKED' END,
+                UTC_TIMESTAMP(3), UTC_TIMESTAMP(3), 0, IF(i > ? - 7 AND i <= ? - 5, UTC_TIMESTAMP(3) + INTERVAL 1 MINUTE, NULL), 0, 5 FROM n`,
+        [HISTORY, id, HISTORY, HISTORY, HISTORY, HISTORY],
+      );
+      await conn.query("ANALYZE TABLE deliveries");
+      let page: Awaited<ReturnType<typeof selectSubscriptionPage>> = [];
+      const walked = await indexRowsWalked(async () => (page = await selectSubscriptionPage(conn as unknown as Pool, CRED, QUEUE, undefined, 21)));
+      assert.deepEqual(page.map((s) => [s.id, s.pending_count]), [[id, 8]]);
+      assert.ok(walked < 50, `walked ${walked} index rows (every delivery: ${HISTORY})`);
+      assert.equal((await selectSubscription(conn as unknown as Pool, id))!.pending_count, 8);
+    } finally {
+      await conn.query("DELETE FROM deliveries");
+      await conn.query("DELETE FROM subscriptions WHERE id = ?", [id]);
+    }
+  });
 
   it("the attempt-expiry sweep takes no gap lock in front of new tasks while it works", async () => {
     // A RUNNING task whose lease ran out, and its attempt held by another transaction: the

@@ -22,9 +22,19 @@ export interface SubscriptionRow {
   pending_count: number;
 }
 
+/**
+ * pending_count is three counts, one a state, each a key prefix (subscription_id, state) of
+ * deliveries_state: the backlog alone (at most max_pending rows). Counted with `state IN
+ * (…)` for a page of subscriptions, where s.id is no constant, the optimizer read
+ * deliveries_state by subscription_id alone — every delivery the subscription ever had,
+ * ACKED ones included, which are kept (2,000 rows a subscription for 27, measured).
+ */
+const pendingIn = (state: string) =>
+  `(SELECT COUNT(*) FROM deliveries d FORCE INDEX (deliveries_state) WHERE d.subscription_id = s.id AND d.state = '${state}')`;
+
 const COLUMNS = `s.id, s.namespace_id, s.application_id, s.credential_id, s.queue_id, s.name, s.revision, s.enabled,
   s.types, s.cursor_sequence, s.max_pending, s.max_attempts, s.created_at, s.updated_at,
-  (SELECT COUNT(*) FROM deliveries d WHERE d.subscription_id = s.id AND d.state IN ('PENDING', 'LEASED', 'EXPIRED')) AS pending_count`;
+  ${pendingIn("PENDING")} + ${pendingIn("LEASED")} + ${pendingIn("EXPIRED")} AS pending_count`;
 
 export async function selectSubscription(db: Pool | Tx, id: string, lock = false): Promise<SubscriptionRow | undefined> {
   const [rows] = await db.query<(SubscriptionRow & RowDataPacket)[]>(
