@@ -8,7 +8,8 @@ import mysql from "mysql2/promise";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { migrate } from "../../src/db/migrate.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
-import { selectSubscription, selectSubscriptionPage } from "../../src/db/queries/subscriptions.js";
+import type { Tx } from "../../src/db/types.js";
+import { advanceCursorsPastPurge, selectSubscription, selectSubscriptionPage } from "../../src/db/queries/subscriptions.js";
 import { expireDue } from "../../src/domain/worker.js";
 import { newRowId } from "../../src/wire/ids.js";
 
@@ -74,6 +75,30 @@ describe("statements at scale", function () {
       [id, NS, APP, CRED, QUEUE, `s${id}`, types, cursor],
     );
   }
+
+  it("a purge checks each lagging subscription from its cursor, not from the queue's first event", async () => {
+    const matching = newRowId();
+    const other = newRowId();
+    await subscription(matching, HISTORY - 10);
+    await subscription(other, HISTORY - 10, "task.failed");
+    try {
+      let moved = 0;
+      const walked = await indexRowsWalked(async () => {
+        await conn.query("START TRANSACTION");
+        moved = await advanceCursorsPastPurge(conn as unknown as Tx, NS, String(HISTORY));
+        await conn.query("COMMIT");
+      });
+      assert.equal(moved, 1, "the one with no event of its types up to the boundary");
+      const [rows] = await conn.query<mysql.RowDataPacket[]>("SELECT id, cursor_sequence FROM subscriptions WHERE id IN (?)", [[matching, other]]);
+      const cursors = new Map(rows.map((r) => [r.id as string, String(r.cursor_sequence)]));
+      assert.equal(cursors.get(matching), String(HISTORY - 10), "it would lose events: its claims report the gap");
+      assert.equal(cursors.get(other), String(HISTORY));
+      // Correlated in one UPDATE, each check walked the queue's events from its first: 2 × 2,990.
+      assert.ok(walked < 100, `walked ${walked} index rows`);
+    } finally {
+      await conn.query("DELETE FROM subscriptions WHERE id IN (?)", [[matching, other]]);
+    }
+  });
 
   it("pending_count reads a subscription's backlog, not its ACKED history, on a page of subscriptions", async () => {
     const id = newRowId();

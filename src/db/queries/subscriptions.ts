@@ -1,7 +1,7 @@
 // SQL for subscriptions.
 import type { RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
-import type { Statement } from "../tx.js";
+import { queryAll, type Statement } from "../tx.js";
 
 export interface SubscriptionRow {
   id: string;
@@ -172,17 +172,38 @@ export async function lockNamespaceForPurge(tx: Tx, namespaceId: string): Promis
  * gap (EVENT_HISTORY_EXPIRED). Without this, a purge of other queues' events (or a
  * retention sweep, while a subscription had no consumer) closed every lagging
  * subscription of the namespace for good. Returns how many moved.
+ *
+ * One check per lagging subscription (at most 64 in a namespace), all in one round trip,
+ * each a range of result_events_queue from the cursor to the boundary. Correlated with the
+ * subscription row in one UPDATE, the check could not use the cursor as a bound: it read
+ * (namespace_id, queue_id) from the queue's first retained event up to the cursor (8,579
+ * pages, 221 ms for 32 subscriptions with 100,000 events a queue, measured) — under the
+ * namespace's and every subscription's lock, so the namespace's claims waited that long.
  */
 export async function advanceCursorsPastPurge(tx: Tx, namespaceId: string, boundary: string): Promise<number> {
+  const [lagging] = await tx.query<RowDataPacket[]>(
+    "SELECT id, queue_id, cursor_sequence, types FROM subscriptions WHERE namespace_id = ? AND cursor_sequence < ?",
+    [namespaceId, boundary],
+  );
+  if (lagging.length === 0) return 0;
+  const found = (await queryAll(tx, lagging.map((s) => eventsBetweenStatement(namespaceId, s.queue_id, String(s.cursor_sequence), boundary, s.types)))) as RowDataPacket[][];
+  const moving = lagging.filter((_, i) => found[i]!.length === 0).map((s) => s.id as string);
+  if (moving.length === 0) return 0;
   const [res] = await tx.query<import("mysql2/promise").ResultSetHeader>(
-    `UPDATE subscriptions s SET s.cursor_sequence = ?
-      WHERE s.namespace_id = ? AND s.cursor_sequence < ?
-        AND NOT EXISTS (SELECT 1 FROM result_events e FORCE INDEX (result_events_queue)
-                         WHERE e.namespace_id = s.namespace_id AND e.queue_id = s.queue_id
-                           AND e.sequence > s.cursor_sequence AND e.sequence <= ? AND FIND_IN_SET(e.type, s.types))`,
-    [boundary, namespaceId, boundary, boundary],
+    "UPDATE subscriptions SET cursor_sequence = ? WHERE id IN (?) AND cursor_sequence < ?",
+    [boundary, moving, boundary],
   );
   return res.affectedRows;
+}
+
+/** One row when a subscription's queue has an event of its types in (after, upTo]: a range of result_events_queue, stopping at the first. */
+export function eventsBetweenStatement(namespaceId: string, queueId: string, after: string, upTo: string, types: string): Statement {
+  return {
+    sql: `SELECT 1 FROM result_events FORCE INDEX (result_events_queue)
+           WHERE namespace_id = ? AND queue_id = ? AND sequence > ? AND sequence <= ? AND FIND_IN_SET(type, ?)
+           LIMIT 1`,
+    params: [namespaceId, queueId, after, upTo, types],
+  };
 }
 
 export async function nameTaken(tx: Tx, namespaceId: string, name: string): Promise<boolean> {
