@@ -214,9 +214,10 @@ async function deleteUpToBoundary(pool: Pool, namespaceId: string, boundary: str
 /** Age-based retention (ORBIT_RETENTION): purges what occurred before now - retentionMs. */
 export async function purgeOlderThan(pool: Pool, namespaceId: string, retentionMs: number, now = new Date()): Promise<number> {
   const cutoff = new Date(now.getTime() - retentionMs);
-  const first = await selectFirstSequenceSince(pool, namespaceId, cutoff);
   const { head, retentionBoundary } = await readStream(pool, namespaceId);
-  // Everything numbered before the first event that is still young enough goes.
+  // Everything numbered before the first event that is still young enough goes. Only the
+  // retained log is searched: what lies at or below the boundary goes anyway (below).
+  const first = await selectFirstSequenceSince(pool, namespaceId, retentionBoundary, cutoff);
   const before = first !== undefined ? BigInt(first) : BigInt(head) + 1n;
   // The boundary stays: still delete what it left behind — the rows of a purge that died
   // between raising it and its deletes, and events kept for a delivery that was ACKED

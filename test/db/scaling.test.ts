@@ -9,6 +9,7 @@ import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { migrate } from "../../src/db/migrate.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
 import type { Tx } from "../../src/db/types.js";
+import { selectFirstSequenceSince } from "../../src/db/queries/result-log.js";
 import { advanceCursorsPastPurge, selectSubscription, selectSubscriptionPage } from "../../src/db/queries/subscriptions.js";
 import { expireDue } from "../../src/domain/worker.js";
 import { newRowId } from "../../src/wire/ids.js";
@@ -75,6 +76,17 @@ describe("statements at scale", function () {
       [id, NS, APP, CRED, QUEUE, `s${id}`, types, cursor],
     );
   }
+
+  it("the retention sweep finds the first young event from the boundary, not by reading the retained log", async () => {
+    // The boundary at 2,990: the sweep passes the events that grew old since (10), not 3,000.
+    const since = new Date(T0 + 2995 * 1000);
+    let first: string | undefined;
+    const walked = await indexRowsWalked(async () => (first = await selectFirstSequenceSince(conn as unknown as Pool, NS, "2990", since)));
+    assert.equal(first, "2995");
+    assert.ok(walked < 50, `walked ${walked} index rows (MIN(sequence) over the namespace: ${HISTORY})`);
+    assert.equal(await selectFirstSequenceSince(conn as unknown as Pool, NS, "2990", new Date(T0 + 4000 * 1000)), undefined, "none young");
+    assert.equal(await selectFirstSequenceSince(conn as unknown as Pool, NS, "0", new Date(T0)), "1");
+  });
 
   it("a purge checks each lagging subscription from its cursor, not from the queue's first event", async () => {
     const matching = newRowId();
