@@ -84,6 +84,8 @@ export class EventConnection implements Claimant {
   /** Claim again once the write queue is empty (a full batch left more to take). */
   private refillWhenFlushed = false;
   private processing = 0;
+  /** The write timeout cut the socket. */
+  private terminated = false;
   private acksAwaitingCommit = 0;
   /** Frames read beyond the read queue (the rest of a chunk already read), in order. */
   private readonly waitingFrames: Buffer[] = [];
@@ -446,6 +448,10 @@ export class EventConnection implements Claimant {
   }
 
   private terminate(reason: string): void {
+    // Every unflushed frame has its own write timer, and they run out together: the
+    // first one cuts the connection, the rest find it cut (one log line, not one each).
+    if (this.terminated) return;
+    this.terminated = true;
     this.deps.log.log("warn", "event connection terminated", { reason, session_id: this.sessionId || undefined });
     this.cleanup();
     this.ws.terminate();

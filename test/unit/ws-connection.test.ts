@@ -5,7 +5,7 @@
 import { strict as assert } from "node:assert";
 import { EventEmitter } from "node:events";
 import type WebSocket from "ws";
-import { WRITE_QUEUE_PER_CONNECTION } from "../../src/config/limits.js";
+import { WRITE_QUEUE_PER_CONNECTION, WRITE_TIMEOUT_MS } from "../../src/config/limits.js";
 import type { Caller } from "../../src/domain/identity.js";
 import type { Logger } from "../../src/log/index.js";
 import { EventConnection, type ConnectionDeps } from "../../src/ws/connection.js";
@@ -111,5 +111,14 @@ describe("an event connection whose client never reads", () => {
     ws.flush();
     await turns();
     assert.equal(ws.isPaused, false, "reading resumes once the writes flushed");
+  });
+
+  it("is terminated by the write timeout once, with one log line however many frames wait", async () => {
+    for (let i = 1; i <= 20; i++) ws.frame(badAck(i));
+    await turns();
+    await new Promise((r) => setTimeout(r, WRITE_TIMEOUT_MS + 300));
+    assert.equal(ws.readyState, 3, "terminated");
+    const cut = lines.filter((l) => l.includes("event connection terminated"));
+    assert.equal(cut.length, 1, cut.join("\n"));
   });
 });
