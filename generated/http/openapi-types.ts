@@ -976,7 +976,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description 503 UNAVAILABLE: the database does not answer, or the 8 s request timeout passed; retry after 1 s. */
+        /** @description 503 UNAVAILABLE: the database does not answer, or the 8 s request timeout passed, or the connection already has 4 requests in processing (a pipelining client: this answer carries Connection: close); retry after 1 s. */
         Unavailable: {
             headers: {
                 "X-Request-ID": components["headers"]["XRequestId"];

@@ -27,6 +27,11 @@ export const CLAIMS_PER_SCAN_ROUND = 4;
 /** §5: capacity of one event connection. */
 export const MIN_CAPACITY = 1;
 export const MAX_CAPACITY = 32;
+/**
+ * HTTP requests of one connection in processing at once (README "HTTP rules"): a client
+ * may pipeline, and Node starts every request it parses while no answer is written yet.
+ */
+export const HTTP_REQUESTS_PER_CONNECTION = 4;
 /** §7: heartbeat the server advertises; the write timeout. */
 export const HEARTBEAT_INTERVAL_MS = 15000;
 export const WRITE_TIMEOUT_MS = 5000;

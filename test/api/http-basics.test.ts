@@ -268,6 +268,32 @@ describe("HTTP basics", () => {
       assert.match(received, /"code":"PAYLOAD_TOO_LARGE"/);
     });
 
+    it("processes at most 4 pipelined requests of a connection at once: the next is 503 with Connection: close", async () => {
+      // 64 requests in one write, their answers unread: Node started every one it parsed
+      // (a pipelining client that never reads had 106,000 in processing, RSS 1.7 GB).
+      const u = new URL(node.url);
+      const socket = net.connect(Number(u.port), u.hostname);
+      let received = "";
+      socket.on("data", (c: Buffer) => (received += c.toString("latin1")));
+      socket.on("error", () => undefined);
+      const closed = new Promise<boolean>((r) => socket.once("close", () => r(true)));
+      const get = `GET /v1/tasks/${ID} HTTP/1.1\r\nHost: ${u.host}\r\nAuthorization: Bearer ${cred.token}\r\n\r\n`;
+      socket.write(get.repeat(64));
+      try {
+        assert.ok(await Promise.race([closed, new Promise<boolean>((r) => setTimeout(() => r(false), 10000))]), "the connection is closed after the 503");
+        const statuses = [...received.matchAll(/HTTP\/1\.1 (\d+) /g)].map((m) => Number(m[1]));
+        assert.deepEqual(statuses, [404, 404, 404, 404, 503], "4 answered, then one 503 and nothing after it");
+        const last = received.slice(received.lastIndexOf("HTTP/1.1 "));
+        assert.match(last, /\r\nRetry-After: 1\r\n/);
+        assert.match(last, /\r\nConnection: close\r\n/i);
+        assert.match(last, /"code":"UNAVAILABLE"/);
+      } finally {
+        socket.destroy();
+      }
+      // A connection that sends the next request after each answer is never refused.
+      for (let i = 0; i < 8; i++) assert.equal((await call({ path: `/v1/tasks/${ID}` })).status, 404);
+    });
+
     it("closes the connection after answering a body that stalls, so no second answer follows on it", async () => {
       // A body that never completes gets the deadline's 503. Kept alive, the connection went
       // on reading the trickle, and Node's request timeout later wrote a second answer (a
