@@ -69,7 +69,6 @@ export class EventHub {
   private readonly poll: NodeJS.Timeout;
   private readonly unsubscribe: () => void;
   private readonly unsubscribeSubscriptions: () => void;
-  private upgrading = 0;
   /**
    * Event connections whose socket is still open, bound or not, closing ones included: a
    * connection we closed stays open until the client answers the close (ws waits 30 s for
@@ -119,14 +118,17 @@ export class EventHub {
       record(ERROR_CATALOGUE[code].status);
     };
     if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
-    this.upgrading++;
     try {
       const authorization = req.headersDistinct["authorization"];
       const caller = await authenticate(this.deps.pool, authorization?.length === 1 ? authorization[0] : undefined);
       checkOrigin(req);
       requireAction(caller, "events:consume");
       checkHandshake(req);
-      if (this.openSockets.size + this.upgrading > this.deps.maxConnections) {
+      // Only open sockets count: an upgrade still being authenticated is no connection (an
+      // unauthenticated flood counted as such and refused valid upgrades 429). Nothing is
+      // awaited from here to the socket's entry in openSockets (ws completes the upgrade
+      // synchronously), so no two upgrades pass this check for the last free connection.
+      if (this.openSockets.size >= this.deps.maxConnections) {
         return refuse("CAPACITY_EXCEEDED", { "Retry-After": "1" });
       }
       if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
@@ -160,8 +162,6 @@ export class EventHub {
       if (e instanceof OrbitError) return refuse(e.code, e.headers as Record<string, string>, e.message);
       this.deps.log.log("warn", "upgrade failed", describeError(e));
       refuse("UNAVAILABLE", { "Retry-After": "1" });
-    } finally {
-      this.upgrading--;
     }
   }
 

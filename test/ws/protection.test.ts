@@ -6,7 +6,7 @@ import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, type Client } from "../helpers/api.js";
 import net, { type Socket } from "node:net";
-import { connect, mid, type TestSocket } from "../helpers/ws.js";
+import { connect, mid, refusal, type TestSocket, type UpgradeRefusal } from "../helpers/ws.js";
 
 describe("event connections: protection and shutdown", function () {
   this.timeout(60000);
@@ -125,6 +125,40 @@ describe("event connections: protection and shutdown", function () {
       assert.deepEqual(ackReplies(), [], "no ACK answered before its commit");
     });
     assert.equal((await Promise.all(acks.map((id) => s.next((f) => f.reply_to === id)))).length, 4);
+  });
+
+  it("counts open sockets against the connection limit, not upgrades still being authenticated", async () => {
+    // One database connection and one event connection: every upgrade's authentication
+    // waits, in arrival order, behind a request that waits on a row lock. A valid upgrade
+    // between two with unknown tokens was refused 429 CAPACITY_EXCEEDED with no
+    // connection open: the one still being authenticated after it counted as one.
+    const small = await startNode(db.url, { ORBIT_DB_POOL_SIZE: "1", ORBIT_MAX_CONNECTIONS: "1" });
+    try {
+      const sub = (await api.post("/v1/subscriptions", { name: "limit", queue_id: q })).json.data.subscription.id as string;
+      const stranger = `orbit_${"0".repeat(32)}_${"A".repeat(43)}`;
+      const pause = () => new Promise((r) => setTimeout(r, 250));
+      const strangers: Promise<UpgradeRefusal>[] = [];
+      let valid: Promise<TestSocket> | undefined;
+      let held: Promise<unknown> | undefined;
+      await whileLocked("SELECT id FROM subscriptions WHERE id = ? FOR UPDATE", sub, async () => {
+        held = client(small.url, cred.token).post(`/v1/subscriptions/${sub}:configure`, { expected_revision: "1", enabled: true, reason: "r" });
+        await pause();
+        strangers.push(refusal(connect(small.url, { token: stranger })));
+        await pause();
+        valid = connect(small.url, { token: cred.token });
+        valid.catch(() => undefined);
+        await pause();
+        strangers.push(refusal(connect(small.url, { token: stranger })));
+        await pause();
+      });
+      await held;
+      for (const r of await Promise.all(strangers)) assert.equal(r.status, 401);
+      const s = await valid!;
+      open.push(s);
+      assert.equal((await s.hello(sub, 1)).type, "events.welcome");
+    } finally {
+      await small.stop();
+    }
   });
 
   it("stops accepting on SIGTERM before it closes event connections", async () => {
