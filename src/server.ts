@@ -1,7 +1,8 @@
 // A running node: pool, migrations, the HTTP listener with the WebSocket upgrade path,
 // and an ordered, idempotent, time-boxed shutdown (style habit 14).
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import type { Config } from "./config/index.js";
 import { MAX_BODY_BYTES } from "./config/limits.js";
 import { createPool, parseDatabaseUrl } from "./db/pool.js";
@@ -105,6 +106,17 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   // An Expect other than 100-continue: Node answers a bare 417 outside the envelope, a
   // status no operation lists. The node ignores the expectation and answers the request.
   server.on("checkExpectation", handle);
+  // A CONNECT: with no listener Node destroys the socket, answering nothing. Koa answers it
+  // as any other method (an unknown path 404, a known one 405 with Allow), and the
+  // connection closes after the answer (Node has already let go of the socket).
+  server.on("connect", (req: http.IncomingMessage, socket: Duplex) => {
+    socket.on("error", () => socket.destroy());
+    const res = new http.ServerResponse(req);
+    res.shouldKeepAlive = false;
+    res.assignSocket(socket as Socket);
+    res.on("finish", () => socket.end());
+    handle(req, res);
+  });
   // Node's own limits sit just above ours so that Koa answers first, in the envelope.
   server.requestTimeout = config.requestTimeoutMs + 2000;
   server.headersTimeout = 10_000;

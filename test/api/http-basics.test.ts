@@ -120,6 +120,27 @@ describe("HTTP basics", () => {
       assertError(await call({ method: "GET", path: `/v1/subscriptions/${ID}:configure` }), 404, "NOT_FOUND");
     });
 
+    it("answers CONNECT in the envelope, as any other method, then closes the connection", async () => {
+      // Node destroys a CONNECT's socket when nobody listens for it: no answer at all.
+      const send = (req: string) =>
+        new Promise<string>((resolve, reject) => {
+          const s = net.connect(node.port, "127.0.0.1", () => s.write(req));
+          let out = "";
+          s.on("data", (d) => (out += d));
+          s.on("close", () => resolve(out));
+          s.on("error", reject);
+        });
+      const unknown = await send("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
+      assert.match(unknown, /^HTTP\/1\.1 404 /);
+      assert.match(unknown, /X-Request-ID: [0-9a-f]{32}/);
+      assert.match(unknown, /Cache-Control: no-store/);
+      assert.match(unknown, /"code":"NOT_FOUND"/);
+      const known = await send("CONNECT /v1/tasks HTTP/1.1\r\nHost: x\r\n\r\n");
+      assert.match(known, /^HTTP\/1\.1 405 /);
+      assert.match(known, /\r\nAllow: POST\r\n/);
+      assert.match(known, /"code":"METHOD_NOT_ALLOWED"/);
+    });
+
     it("answers HEAD on every GET path with the GET's status and headers and no body, as openapi.yaml says", async () => {
       for (const path of ["/v1/credential", `/v1/tasks/${ID}`]) {
         const [get, head] = [await call({ path }), await call({ method: "HEAD", path })];
