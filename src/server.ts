@@ -9,7 +9,7 @@ import { createPool, parseDatabaseUrl } from "./db/pool.js";
 import { ENGINE_SESSION } from "./domain/delivery-engine.js";
 import { checkNotNewer, migrate } from "./db/migrate.js";
 import { buildApp } from "./app.js";
-import { writeRawError } from "./http/raw.js";
+import { endAnswered, writeRawError } from "./http/raw.js";
 import { describeError, type Logger } from "./log/index.js";
 import type { Pool } from "./db/types.js";
 import { createServices } from "./domain/services.js";
@@ -114,7 +114,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     const res = new http.ServerResponse(req);
     res.shouldKeepAlive = false;
     res.assignSocket(socket as Socket);
-    res.on("finish", () => socket.end());
+    res.on("finish", () => endAnswered(socket));
     handle(req, res);
   });
   // Node's own limits sit just above ours so that Koa answers first, in the envelope.

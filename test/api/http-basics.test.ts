@@ -141,6 +141,31 @@ describe("HTTP basics", () => {
       assert.match(known, /"code":"METHOD_NOT_ALLOWED"/);
     });
 
+    it("closes a connection it answered outside the HTTP server once the client had 2 s to close it", async () => {
+      // A refused upgrade, a request Node cannot parse, a CONNECT: answered and ended, they
+      // stayed open as long as the client kept its half open (3,000 such were all open 47 s
+      // later). A write from the client after the linger is refused (a reset) once the node
+      // has let go of the socket.
+      const lingered = (req: string) =>
+        new Promise<string>((resolve) => {
+          const s = net.connect({ port: node.port, host: "127.0.0.1", allowHalfOpen: true }, () => s.write(req));
+          let out = "";
+          s.on("data", (d) => (out += d));
+          s.once("end", () =>
+            setTimeout(() => {
+              s.write("x");
+              setTimeout(() => s.writable && s.write("x"), 200);
+            }, 2500),
+          );
+          const giveUp = setTimeout(() => resolve(`still open: ${out.slice(0, 12)}`), 6000);
+          s.once("error", () => (clearTimeout(giveUp), resolve(out.slice(0, 12))));
+          s.once("close", () => (clearTimeout(giveUp), s.destroy(), resolve(out.slice(0, 12))));
+        });
+      const upgrade = `GET /v1/events/connect HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n`;
+      const answers = await Promise.all([lingered(upgrade), lingered("CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")]);
+      assert.deepEqual(answers, ["HTTP/1.1 401", "HTTP/1.1 404"]);
+    });
+
     it("answers HEAD on every GET path with the GET's status and headers and no body, as openapi.yaml says", async () => {
       for (const path of ["/v1/credential", `/v1/tasks/${ID}`]) {
         const [get, head] = [await call({ path }), await call({ method: "HEAD", path })];
