@@ -194,7 +194,7 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
         resetClaimState,
         claimStateStatement(r.subscriptionId, { now, readyUpTo: READY_LOW_WATER, sessionIds }),
         ...(deferred ? [] : materialiseStatements(r.subscriptionId, now)),
-        claimableStatement(r.subscriptionId, now, upper),
+        claimableStatement(r.subscriptionId, upper),
       ]);
       const s = toClaimState(first[1]);
       if (!s) throw new OrbitError("NOT_FOUND");
@@ -222,7 +222,7 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
         const more = await queryAll(tx, [
           ...(materialise ? materialiseStatements(s.id, now) : []),
           ...(s.lease_expired ? recoveryStatements(s.id, now) : []),
-          claimableStatement(s.id, now, wanted),
+          claimableStatement(s.id, wanted),
         ]);
         if (materialise) counted.created = (more[0] as ResultSetHeader).affectedRows;
         if (s.lease_expired) counted.expired = (more[materialise ? 2 : 0] as ResultSetHeader).affectedRows;

@@ -261,7 +261,7 @@ describe("deliveries", function () {
 
   it("reads the claimable rows in sequence order straight from deliveries_state, without sorting them", async () => {
     const s = await subscription();
-    const st = claimableStatement(s.id, new Date(), 32);
+    const st = claimableStatement(s.id, 32);
     const c = await db.connect();
     try {
       const [plan] = await c.query<any[]>(`EXPLAIN ${st.sql}`, [...st.params] as any[]);
@@ -271,6 +271,19 @@ describe("deliveries", function () {
     } finally {
       await c.end();
     }
+  });
+
+  it("leases at once what a node whose clock runs 2 s ahead materialised", async () => {
+    const s = await subscription();
+    const realNow = Date.now;
+    try {
+      Date.now = () => realNow() + 2000; // node A: materialises all 6, leases 1
+      assert.equal((await claimOne(pool, session(s.id, 1))).leases.length, 1);
+    } finally {
+      Date.now = realNow;
+    }
+    // node B, on time: the 5 PENDING rows (available_at 2 s ahead of it) are its to lease.
+    assert.equal((await claimOne(pool, session(s.id, 8))).leases.length, 5);
   });
 
   it("leases the rest, and sends only what it leased, when a late ACK wins a row during the claim", async () => {

@@ -177,22 +177,25 @@ export type ClaimableRow = Pick<DeliveryRow, "id" | "event_id" | "sequence" | "r
 };
 
 /**
- * The oldest claimable deliveries — PENDING and available, in sequence order — with the
- * event each carries. A plain read: the subscription's lock keeps other claims off these
+ * The oldest claimable deliveries — PENDING, in sequence order — with the event each
+ * carries. Not compared with available_at: every writer sets it to its own now (materialise,
+ * recovery, retry; there is no backoff), so against the claiming node's clock it only held
+ * back, by the skew, rows a node whose clock runs ahead wrote — and a claim that found
+ * nothing left them until the connection's next trigger (up to 30 s). A plain read: the subscription's lock keeps other claims off these
  * rows; the one writer that can still reach a PENDING row (a late ACK with the latest
  * proof of a recovered lease) is caught by the lease UPDATE's guard. `lease_until IS
  * NULL` is true of every PENDING row; it makes the read one key prefix of
  * deliveries_state, whose next part is the sequence: index order, no sort (migrations/000018).
  */
-export function claimableStatement(subscriptionId: string, now: Date, limit: number): Statement {
+export function claimableStatement(subscriptionId: string, limit: number): Statement {
   return {
     sql: `SELECT d.id, d.event_id, d.sequence, d.revision, d.created_at, d.available_at, d.lease_epoch, d.attempts, d.attempt_budget,
             e.type AS e_type, e.aggregate_id AS e_aggregate_id, e.aggregate_revision AS e_aggregate_revision,
             e.occurred_at AS e_occurred_at, e.details AS e_details, e.snapshot AS e_snapshot
        FROM deliveries d FORCE INDEX (deliveries_state) JOIN result_events e ON e.id = d.event_id
-      WHERE d.subscription_id = ? AND d.state = 'PENDING' AND d.lease_until IS NULL AND d.available_at <= ?
+      WHERE d.subscription_id = ? AND d.state = 'PENDING' AND d.lease_until IS NULL
       ORDER BY d.sequence LIMIT ?`,
-    params: [subscriptionId, now, limit],
+    params: [subscriptionId, limit],
   };
 }
 
