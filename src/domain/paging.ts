@@ -30,8 +30,12 @@ interface CursorBody {
 
 export const DEFAULT_PAGE_LIMIT = 20;
 
-/** The latest time a Date can hold (ECMA-262 §21.4.1.22). */
-const MAX_DATE_MS = 8.64e15;
+/**
+ * The latest time a created_at can hold: DATETIME(3) ends at 9999-12-31 23:59:59.999. A
+ * later one (a Date holds up to 8.64e15 ms) reached the database as a year past 9999, no
+ * datetime: the comparison matched nothing and the page came back empty (200).
+ */
+const MAX_POSITION_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 export function encodeCursor(b: Binding, p: Position): string {
   const body: CursorBody = { l: b.list, c: b.credentialId, n: b.namespaceId, f: b.filter, t: p.createdAt.getTime(), i: p.id };
@@ -52,11 +56,11 @@ export function decodeCursor(cursor: string, b: Binding): Position {
     body.c === b.credentialId &&
     body.n === b.namespaceId &&
     body.f === b.filter &&
-    // A time a Date can hold (at most 8.64e15 ms): past it, new Date() is Invalid Date, which
-    // the driver sends as NULL, and the page came back empty (200) instead of 400.
+    // A time a created_at can hold: past it (and past 8.64e15 ms, Invalid Date, which the
+    // driver sends as NULL) the page came back empty (200) instead of 400.
     Number.isSafeInteger(body.t) &&
     body.t >= 0 &&
-    body.t <= MAX_DATE_MS &&
+    body.t <= MAX_POSITION_MS &&
     typeof body.i === "string" &&
     /^[0-9a-f]{32}$/.test(body.i);
   if (!ok) throw invalidArgument("cursor is not a cursor of this list, credential and filter");

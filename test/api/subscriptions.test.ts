@@ -243,11 +243,12 @@ describe("subscriptions", () => {
       assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=%2F%2F`), 400, "INVALID_ARGUMENT");
       const forged = encodeCursor(
         { list: `subscriptions:${q}`, credentialId: owner.credential_id, namespaceId: owner.namespace_id, filter: "" },
-        { createdAt: new Date(8.64e15), id: "f".repeat(32) },
+        { createdAt: new Date(Date.UTC(9999, 11, 31, 23, 59, 59, 999)), id: "f".repeat(32) },
       );
       assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=${forged}`), 400, "INVALID_ARGUMENT");
-      // A position no Date can hold is no position of this list (it answered an empty 200).
-      for (const t of [8.64e15 + 1, 9e15, -1]) {
+      // A position no created_at can hold (DATETIME(3): years 0000-9999) is no position of
+      // this list (it answered an empty 200).
+      for (const t of [Date.UTC(10000, 0, 1), 8.64e15, 8.64e15 + 1, 9e15, -1]) {
         const outOfRange = Buffer.from(
           JSON.stringify({ l: `subscriptions:${q}`, c: mine.credential_id, n: mine.namespace_id, f: "", t, i: "f".repeat(32) }),
         ).toString("base64url");
