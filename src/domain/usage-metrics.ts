@@ -4,22 +4,26 @@
 // subscription's through deliveries_state (at most max_pending, 1000, apiece) — grouped
 // over the whole table instead it read every delivery ever made on every scrape
 // (100,000 rows for 1,000 PENDING, measured with ANALYZE), and deliveries are kept.
+// The age is by the node's clock, the one that wrote available_at (the database's own clock
+// may differ from the nodes': the gauge was off by that much, or stuck at 0).
 import type { RowDataPacket } from "mysql2/promise";
 import type { Pool } from "../db/types.js";
 import { materialisationLag, oldestPendingAge } from "../metrics.js";
+import { nowMs } from "./task-state.js";
 
-export async function refreshDatabaseGauges(pool: Pool): Promise<void> {
+export async function refreshDatabaseGauges(pool: Pool, now = nowMs()): Promise<void> {
   const [lag] = await pool.query<RowDataPacket[]>(
     `SELECT s.id, CAST(n.head_sequence AS SIGNED) - CAST(s.cursor_sequence AS SIGNED) AS lag
        FROM subscriptions s JOIN namespace_streams n ON n.namespace_id = s.namespace_id`,
   );
   const [pending] = await pool.query<RowDataPacket[]>(
-    `SELECT o.subscription_id, TIMESTAMPDIFF(MICROSECOND, o.oldest, UTC_TIMESTAMP(6)) / 1e6 AS age
+    `SELECT o.subscription_id, TIMESTAMPDIFF(MICROSECOND, o.oldest, ?) / 1e6 AS age
        FROM (SELECT s.id AS subscription_id,
                     (SELECT MIN(d.available_at) FROM deliveries d FORCE INDEX (deliveries_state)
                       WHERE d.subscription_id = s.id AND d.state = 'PENDING') AS oldest
                FROM subscriptions s) o
       WHERE o.oldest IS NOT NULL`,
+    [now],
   );
   materialisationLag.reset();
   for (const r of lag) materialisationLag.set({ subscription_id: r.id as string }, Math.max(0, Number(r.lag)));

@@ -11,6 +11,8 @@ import { assertContract, assertError } from "../helpers/contract.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
 import { ack, claim, ENGINE_SESSION, type Lease } from "../../src/domain/delivery-engine.js";
 import { claimableStatement } from "../../src/db/queries/deliveries.js";
+import { refreshDatabaseGauges } from "../../src/domain/usage-metrics.js";
+import { oldestPendingAge } from "../../src/metrics.js";
 
 const ID = "0123456789abcdef0123456789abcdef";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -284,6 +286,20 @@ describe("deliveries", function () {
     }
     // node B, on time: the 5 PENDING rows (available_at 2 s ahead of it) are its to lease.
     assert.equal((await claimOne(pool, session(s.id, 8))).leases.length, 5);
+  });
+
+  it("ages the oldest PENDING delivery by the node's clock, not the database's", async () => {
+    const s = await subscription();
+    await claimOne(pool, session(s.id, 0)); // materialises 6 PENDING, available now
+    const skewed = createPool(db.url, 1); // a database whose clock runs an hour ahead
+    skewed.on("connection", (c) => c.query("SET SESSION timestamp = UNIX_TIMESTAMP(NOW(6)) + 3600"));
+    try {
+      await refreshDatabaseGauges(skewed);
+    } finally {
+      await skewed.end();
+    }
+    const age = (await oldestPendingAge.get()).values.find((v) => v.labels.subscription_id === s.id)!.value;
+    assert.ok(age >= 0 && age < 60, `age ${age} s`);
   });
 
   it("leases the rest, and sends only what it leased, when a late ACK wins a row during the claim", async () => {
