@@ -6,6 +6,13 @@ import YAML from "yaml";
 const CLIENT = ["eventsHello", "eventsPing", "eventAck"];
 const SERVER = ["eventsWelcome", "eventDeliver", "ack", "errorFrame"];
 
+/** The full Authorization header value, as openapi.yaml's bearerAuth scheme states it. */
+function bearerPattern(openapi) {
+  const pattern = openapi.components?.securitySchemes?.bearerAuth?.["x-orbit-header-pattern"];
+  if (typeof pattern !== "string") throw new Error("bearerAuth has no x-orbit-header-pattern");
+  return pattern;
+}
+
 export function emitAsyncapi(events, openapi) {
   const ref = (name) => ({ $ref: `../events.schema.json#/$defs/${name}` });
   const message = (name) => {
@@ -54,7 +61,7 @@ export function emitAsyncapi(events, openapi) {
               type: "object",
               required: ["Authorization", "Sec-WebSocket-Protocol"],
               properties: {
-                Authorization: { type: "string", pattern: "^Bearer orbit_[0-9a-f]{32}_[A-Za-z0-9_-]{43}$" },
+                Authorization: { type: "string", pattern: bearerPattern(openapi) },
                 "Sec-WebSocket-Protocol": { type: "string", const: "orbit.events.v1" },
               },
             },

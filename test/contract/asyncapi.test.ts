@@ -3,6 +3,7 @@
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import { Parser, fromFile } from "@asyncapi/parser";
+import { parse as parseYaml } from "yaml";
 
 describe("generated/asyncapi.yaml", function () {
   this.timeout(30000);
@@ -21,6 +22,10 @@ describe("generated/asyncapi.yaml", function () {
       const type = (m.payload()?.json() as any)?.properties?.type?.const;
       assert.equal(type, events.$defs[m.name()!].properties.type.const, `${m.name()} is the frame of events.schema.json`);
     }
+    // The upgrade's Authorization is the bearer token openapi.yaml states, not a looser one.
+    const openapi = parseYaml(readFileSync("openapi.yaml", "utf8"));
+    const headers = (channel!.bindings().get("ws")?.value() as any)?.headers;
+    assert.equal(headers?.properties?.Authorization?.pattern, openapi.components.securitySchemes.bearerAuth["x-orbit-header-pattern"]);
     const ops = document.operations().all();
     assert.deepEqual(ops.map((o) => o.action()).sort(), ["receive", "send"]);
   });
