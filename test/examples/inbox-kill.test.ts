@@ -66,6 +66,21 @@ describe("the Inbox example killed again and again", function () {
     }
     await producing;
     const last = start();
+    const until = Date.now() + 120000;
+    // Every earlier consumer may have been killed before it created its tables (on a busy
+    // machine a child can take longer to start than the 150-750 ms it was given, as one CI
+    // run found): wait for the last one to create them before counting.
+    const admin = await mysql.createConnection({ uri: MYSQL_SERVER });
+    try {
+      const tables = async () =>
+        Number(((await admin.query("SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = ? AND table_name IN ('inbox', 'outcome_totals')", [inboxName])) as any)[0][0].n);
+      while ((await tables()) < 2) {
+        assert.ok(Date.now() < until, "the last consumer never created its inbox tables");
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    } finally {
+      await admin.end();
+    }
     const inbox = await mysql.createConnection({ uri: inboxUrl });
     const orbitDb = await db.connect();
     try {
@@ -74,7 +89,6 @@ describe("the Inbox example killed again and again", function () {
         const [[d]] = (await orbitDb.query("SELECT SUM(state = 'ACKED') AS acked, COUNT(*) AS n FROM deliveries WHERE subscription_id = ?", [sub])) as any;
         return { inbox: Number(i.n), acked: Number(d.acked ?? 0), deliveries: Number(d.n) };
       };
-      const until = Date.now() + 120000;
       let c = await counts();
       while (c.inbox < RESULTS || c.acked < RESULTS) {
         assert.ok(Date.now() < until, `not finished: ${JSON.stringify(c)}`);
