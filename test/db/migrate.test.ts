@@ -86,28 +86,18 @@ describe("orbit migrate", () => {
   });
 });
 
-/** One statement on a connection of its own; its rows. */
-async function query(db: TestDatabase, sql: string, params: unknown[] = []): Promise<any[]> {
-  const c = await db.connect();
-  try {
-    return (await c.query<any[]>(sql, params))[0];
-  } finally {
-    await c.end();
-  }
-}
-
 /** SHOW CREATE TABLE deliveries: the table every applied-when migration changes. */
 async function deliveriesSchema(db: TestDatabase): Promise<string> {
-  return String((await query(db, "SHOW CREATE TABLE deliveries"))[0]["Create Table"]);
+  return String((await db.query("SHOW CREATE TABLE deliveries"))[0]["Create Table"]);
 }
 
 async function ledger(db: TestDatabase): Promise<number[]> {
-  return (await query(db, "SELECT version FROM schema_migrations ORDER BY version")).map((r) => Number(r.version));
+  return (await db.query("SELECT version FROM schema_migrations ORDER BY version")).map((r) => Number(r.version));
 }
 
 async function checkAnswer(db: TestDatabase, m: Migration): Promise<number> {
   assert.ok(m.appliedWhen, `migration ${m.version} has an applied-when check`);
-  return Number(Object.values((await query(db, m.appliedWhen))[0])[0]);
+  return Number(Object.values((await db.query(m.appliedWhen))[0])[0]);
 }
 
 // The migrations that are not re-runnable as they stand (index changes, 000015-18).
@@ -154,7 +144,7 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
       // The state a crash leaves: 1..N-1 recorded, N's DDL done but unrecorded, N+1.. never run.
       await db.drop();
       await migrate(db.url, all.slice(0, m.version));
-      await query(db, "DELETE FROM schema_migrations WHERE version = ?", [m.version]);
+      await db.query("DELETE FROM schema_migrations WHERE version = ?", [m.version]);
       const res = await migrate(db.url);
       assert.deepEqual(res.recovered, [m.version], `migration ${m.version} recovered`);
       assert.deepEqual(res.applied, all.slice(m.version).map((x) => x.version));
@@ -167,7 +157,7 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
   it("orbit migrate exits 0 on a database whose newest ledger row is missing", async () => {
     await db.drop();
     await migrate(db.url);
-    await query(db, "DELETE FROM schema_migrations WHERE version = ?", [all.length]);
+    await db.query("DELETE FROM schema_migrations WHERE version = ?", [all.length]);
     const res = await runCli(["migrate"], { ORBIT_DATABASE_URL: db.url });
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /applied 0, recorded 1 already in effect, now at /);

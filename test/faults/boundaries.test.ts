@@ -38,15 +38,6 @@ describe("transaction boundaries under faults", function () {
     await db?.drop();
   });
 
-  async function query(sql: string, params: unknown[] = []): Promise<any[]> {
-    const c = await db.connect();
-    try {
-      return (await c.query<any[]>(sql, params))[0];
-    } finally {
-      await c.end();
-    }
-  }
-
   /** A consumer that ACKs every delivery as it arrives; its frames and receipts are kept. */
   async function acking(url: string, sub: string, capacity: number) {
     const s = await connect(url, { token: cred.token });
@@ -69,11 +60,11 @@ describe("transaction boundaries under faults", function () {
   /** Every frame and receipt the consumer got is durable: leases at that epoch or later, ACKs as confirmed. */
   async function assertToldIsDurable(delivered: Frame[], receipts: Frame[]) {
     for (const f of delivered) {
-      const [r] = await query("SELECT lease_epoch, state FROM deliveries WHERE id = ?", [f.body.delivery.id]);
+      const [r] = await db.query("SELECT lease_epoch, state FROM deliveries WHERE id = ?", [f.body.delivery.id]);
       assert.ok(r && BigInt(r.lease_epoch) >= BigInt(f.body.delivery.lease_epoch), `the lease of a sent frame is durable: ${JSON.stringify(r)}`);
     }
     for (const a of receipts) {
-      const [r] = await query("SELECT state, acknowledged_at FROM deliveries WHERE id = ?", [a.body.delivery_id]);
+      const [r] = await db.query("SELECT state, acknowledged_at FROM deliveries WHERE id = ?", [a.body.delivery_id]);
       assert.equal(r?.state, "ACKED", `a confirmed ACK is durable (${a.body.delivery_id})`);
       assert.equal((r.acknowledged_at as Date).toISOString(), new Date(a.body.acknowledged_at).toISOString());
     }
@@ -97,18 +88,18 @@ describe("transaction boundaries under faults", function () {
   async function drainAfterRestart(url: string, sub: string, results: number) {
     const { s } = await acking(url, sub, 8);
     for (const end = Date.now() + 30000; ; await sleep(200)) {
-      const [r] = await query("SELECT SUM(state = 'ACKED') AS acked, COUNT(*) AS n FROM deliveries WHERE subscription_id = ?", [sub]);
+      const [r] = await db.query("SELECT SUM(state = 'ACKED') AS acked, COUNT(*) AS n FROM deliveries WHERE subscription_id = ?", [sub]);
       if (Number(r.acked) === results && Number(r.n) === results) break;
       assert.ok(Date.now() < end, `not all ACKED after the restart: ${JSON.stringify(r)}`);
     }
-    const [a] = await query("SELECT COUNT(*) AS n, COUNT(DISTINCT delivery_id) AS d FROM audit_records WHERE subscription_id = ? AND action = 'delivery.ack'", [sub]);
+    const [a] = await db.query("SELECT COUNT(*) AS n, COUNT(DISTINCT delivery_id) AS d FROM audit_records WHERE subscription_id = ? AND action = 'delivery.ack'", [sub]);
     assert.deepEqual([Number(a.n), Number(a.d)], [results, results], "one ACK audit record per delivery");
     s.ws.terminate();
   }
 
   /** The numbered events of the namespace are exactly 1..head: none numbered above the head, none missing below it. */
   async function assertNumberedUpToHead() {
-    const [r] = await query(
+    const [r] = await db.query(
       `SELECT n.head_sequence AS head, COUNT(e.sequence) AS numbered, COALESCE(MAX(e.sequence), 0) AS top
          FROM namespace_streams n LEFT JOIN result_events e ON e.namespace_id = n.namespace_id AND e.sequence IS NOT NULL
         WHERE n.namespace_id = ? GROUP BY n.head_sequence`,
@@ -167,7 +158,7 @@ describe("transaction boundaries under faults", function () {
     const answered = await run;
     assert.ok(answered.length > 0, "completions were answered");
     await assertNumberedUpToHead();
-    const rows = await query("SELECT state FROM tasks WHERE id IN (?)", [answered]);
+    const rows = await db.query("SELECT state FROM tasks WHERE id IN (?)", [answered]);
     assert.deepEqual(rows.map((r) => r.state), rows.map(() => "SUCCEEDED"), "every completion answered 200 is durable");
 
     const again = await startNode(db.url, env);
@@ -203,7 +194,7 @@ describe("transaction boundaries under faults", function () {
     assert.ok(answered.size > 0 && answered.size < t.length, `the kill came mid-run (${answered.size} of ${t.length})`);
 
     await assertToldIsDurable(delivered, receipts);
-    const rows = await query("SELECT id, state FROM tasks WHERE id IN (?)", [[...answered]]);
+    const rows = await db.query("SELECT id, state FROM tasks WHERE id IN (?)", [[...answered]]);
     assert.deepEqual(rows.map((r) => r.state), rows.map(() => "SUCCEEDED"), "every completion answered 200 is durable");
 
     const again = await startNode(db.url, env);
@@ -266,14 +257,14 @@ describe("transaction boundaries under faults", function () {
     try {
       const answer = s.ack(d).catch(() => undefined);
       for (const end = Date.now() + 10000; ; await sleep(20)) {
-        const [w] = await query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE '%INSERT INTO audit_records%'", [db.name]);
+        const [w] = await db.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE '%INSERT INTO audit_records%'", [db.name]);
         if (Number(w.n) === 1) break;
         assert.ok(Date.now() < end, "the ACK's commit round trip came");
       }
       proxy.cut();
       const got = await Promise.race([answer, s.closed.then(() => undefined)]);
       await holder.query("ROLLBACK");
-      const [r] = await query("SELECT state FROM deliveries WHERE id = ?", [d.body.delivery.id]);
+      const [r] = await db.query("SELECT state FROM deliveries WHERE id = ?", [d.body.delivery.id]);
       if (got?.type === "ack") assert.equal(r.state, "ACKED", "a confirmed ACK is durable");
       assert.notEqual(got?.type, "ack", `no receipt for an ACK whose COMMIT did not complete (the row is ${r.state})`);
     } finally {

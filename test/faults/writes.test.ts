@@ -49,15 +49,6 @@ describe("management and worker writes under faults", function () {
     await db?.drop();
   });
 
-  async function query(sql: string, params: unknown[] = []): Promise<any[]> {
-    const c = await db.connect();
-    try {
-      return (await c.query<any[]>(sql, params))[0];
-    } finally {
-      await c.end();
-    }
-  }
-
   async function waitFor(what: string, check: () => Promise<boolean>, ms = 15000): Promise<void> {
     for (const end = Date.now() + ms; !(await check()); await sleep(50)) assert.ok(Date.now() < end, `timed out waiting for ${what}`);
   }
@@ -108,11 +99,11 @@ describe("management and worker writes under faults", function () {
     sockets.push(s);
     await s.hello(sub, 32);
     await waitFor("16 EXPIRED deliveries", async () => {
-      const [r] = await query("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'EXPIRED'", [sub]);
+      const [r] = await db.query("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'EXPIRED'", [sub]);
       return Number(r.n) === 16;
     });
     s.ws.terminate();
-    for (const d of await query("SELECT id, revision FROM deliveries WHERE subscription_id = ?", [sub])) {
+    for (const d of await db.query("SELECT id, revision FROM deliveries WHERE subscription_id = ?", [sub])) {
       writes.push({ path: `/v1/subscriptions/${sub}/deliveries/${d.id}:retry`, body: { expected_revision: String(d.revision), additional_attempts: 2, reason: "again" }, key: key() });
     }
     for (let i = 0; i < 12; i++) writes.push({ path: "/v1/subscriptions", body: { name: `${tag}-n${i}`, queue_id: q }, key: key() });
@@ -169,7 +160,7 @@ describe("management and worker writes under faults", function () {
     const { head, events } = await readLog(db, cred.namespace_id);
     assert.deepEqual(events.map((e) => BigInt(e.sequence)), Array.from({ length: events.length }, (_, i) => BigInt(i + 1)), "sequences 1..N");
     assert.equal(head, BigInt(events.length));
-    const rows = await query(
+    const rows = await db.query(
       `SELECT t.id, t.state, t.revision, t.effect_uncertain, a.ended_by
          FROM tasks t LEFT JOIN task_attempts a ON a.id = (SELECT MAX(x.id) FROM task_attempts x WHERE x.task_id = t.id)
         WHERE t.id IN (?)`,
@@ -191,7 +182,7 @@ describe("management and worker writes under faults", function () {
       if (t.state === "CANCELLED" && t.effect_uncertain) assert.equal(t.ended_by, "cancelled", `task ${t.id}: its attempt ended with the cancel`);
       if (t.state === "RUNNING") assert.equal(t.ended_by, null, `task ${t.id}: its attempt is open`);
     }
-    const [unaudited] = await query(
+    const [unaudited] = await db.query(
       `SELECT (SELECT COUNT(*) FROM subscriptions s WHERE s.revision > 1 AND s.revision - 1 <>
                  (SELECT COUNT(*) FROM audit_records a WHERE a.subscription_id = s.id AND a.action = 'subscription.configure')) AS subscriptions,
               (SELECT COUNT(*) FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id WHERE d.attempt_budget - s.max_attempts <>
@@ -246,7 +237,7 @@ describe("management and worker writes under faults", function () {
     await Promise.all(workers);
     assert.ok(claims.length > 10 && completed.length > 5, `claims (${claims.length}) and completions (${completed.length}) were answered`);
 
-    const attempts = new Map((await query("SELECT id, task_id, number, ended_by FROM task_attempts WHERE task_id IN (?)", [tasks])).map((a) => [a.id, a]));
+    const attempts = new Map((await db.query("SELECT id, task_id, number, ended_by FROM task_attempts WHERE task_id IN (?)", [tasks])).map((a) => [a.id, a]));
     for (const c of claims) {
       const a = attempts.get(c.attemptId);
       assert.deepEqual(a && [a.task_id, a.number], [c.taskId, c.attempts], `the claim of attempt ${c.attemptId} is durable`);
@@ -257,14 +248,14 @@ describe("management and worker writes under faults", function () {
     const again = await startNode(db.url, workerEnv);
     nodes.push(again);
     await waitFor("no RUNNING task", async () => {
-      const [r] = await query("SELECT COUNT(*) AS n FROM tasks WHERE id IN (?) AND state = 'RUNNING'", [tasks]);
+      const [r] = await db.query("SELECT COUNT(*) AS n FROM tasks WHERE id IN (?) AND state = 'RUNNING'", [tasks]);
       return Number(r.n) === 0;
     });
     await waitSequenced(db, cred.namespace_id);
     const { head, events } = await readLog(db, cred.namespace_id);
     assert.deepEqual(events.map((e) => BigInt(e.sequence)), Array.from({ length: events.length }, (_, i) => BigInt(i + 1)), "sequences 1..N");
     assert.equal(head, BigInt(events.length));
-    const ended = await query("SELECT id, ended_by FROM task_attempts WHERE task_id IN (?)", [tasks]);
+    const ended = await db.query("SELECT id, ended_by FROM task_attempts WHERE task_id IN (?)", [tasks]);
     for (const a of ended) {
       const mine = events.filter((e) => e.snapshot.current_attempt_id === a.id);
       const want = a.ended_by === "complete" ? [["task.succeeded", "WORKER_SUCCEEDED"]] : a.ended_by === "expired" ? [[mine[0]?.type, mine[0]?.details.reason]] : [];
@@ -272,7 +263,7 @@ describe("management and worker writes under faults", function () {
       if (a.ended_by === "expired") assert.ok(["LEASE_EXPIRED", "ATTEMPTS_EXHAUSTED"].includes(mine[0]!.details.reason), mine[0]!.details.reason);
       assert.ok(a.ended_by === "complete" || a.ended_by === "expired", `attempt ${a.id} ended (${a.ended_by})`);
     }
-    for (const t of await query("SELECT id, state, revision FROM tasks WHERE id IN (?)", [tasks])) {
+    for (const t of await db.query("SELECT id, state, revision FROM tasks WHERE id IN (?)", [tasks])) {
       const last = events.filter((e) => e.aggregate_id === t.id).at(-1);
       if (t.state === "QUEUED" && t.revision === "1") assert.equal(last, undefined);
       else assert.deepEqual([last?.details.state, last?.aggregate_revision], [t.state, String(t.revision)], `task ${t.id}: its last event is its state`);

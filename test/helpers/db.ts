@@ -8,6 +8,8 @@ export interface TestDatabase {
   readonly url: string;
   /** A direct connection for assertions and for holding locks. */
   connect(): Promise<mysql.Connection>;
+  /** One statement on a connection of its own, for assertions; its rows. */
+  query(sql: string, params?: unknown[]): Promise<any[]>;
   drop(): Promise<void>;
 }
 
@@ -20,10 +22,19 @@ export async function freshDatabase(label: string): Promise<TestDatabase> {
     await admin.end();
   }
   const url = `${MYSQL_SERVER}/${name}`;
+  const connect = () => mysql.createConnection({ uri: url, timezone: "Z", supportBigNumbers: true, bigNumberStrings: true });
   return {
     name,
     url,
-    connect: () => mysql.createConnection({ uri: url, timezone: "Z", supportBigNumbers: true, bigNumberStrings: true }),
+    connect,
+    async query(sql, params = []) {
+      const c = await connect();
+      try {
+        return (await c.query<any[]>(sql, params))[0];
+      } finally {
+        await c.end();
+      }
+    },
     async drop() {
       const c = await mysql.createConnection({ uri: MYSQL_SERVER });
       try {
