@@ -54,12 +54,40 @@ export function methodNotAllowed() {
   return async function methodNotAllowedMiddleware(ctx: Context, next: Next): Promise<void> {
     await next();
     if (ctx.body != null || ctx.status !== 404) return;
-    const layers = (ctx as Context & { matched?: { methods: string[] }[] }).matched ?? [];
-    const allow = [...new Set(layers.flatMap((l) => l.methods))];
+    const allow = [...new Set(pathLayers(ctx).flatMap((l) => l.methods))];
     if (allow.length === 0) return;
     ctx.set("Allow", allow.join(", "));
     ctx.status = 405;
   };
+}
+
+type MatchedLayer = { readonly name?: string; readonly methods: string[] };
+
+/** The operations on an action path (`/v1/tasks/{id}:cancel`): a path of its own, POST only. */
+const ACTION_OPERATIONS: ReadonlySet<string> = new Set(
+  (ROUTES as readonly RouteSpec[]).filter((r) => /\}:[a-z]+$/.test(r.path)).map((r) => r.operationId),
+);
+
+/**
+ * The router's layers of the path asked, as openapi.yaml has it. An action path also fits
+ * its resource's template, with "{id}:cancel" as the id (@koa/router's parameters take
+ * any text but "/"): that reading is dropped, so that the action path has the action's
+ * methods only, not the resource's GET and HEAD besides.
+ */
+function pathLayers(ctx: Context): readonly MatchedLayer[] {
+  const layers = (ctx as Context & { matched?: MatchedLayer[] }).matched ?? [];
+  const actions = layers.filter((l) => l.name !== undefined && ACTION_OPERATIONS.has(l.name));
+  return actions.length > 0 ? actions : layers;
+}
+
+/**
+ * Whether the request is on another operation's action path, routed here only because its
+ * template fits too (a GET of /v1/tasks/{id}:cancel reached getTask): such a request is
+ * left unanswered for methodNotAllowed, which answers 405 with Allow: POST before
+ * authentication, as on any known path asked with another method.
+ */
+function onAnotherActionPath(ctx: Context, route: RouteSpec): boolean {
+  return !pathLayers(ctx).some((l) => l.name === route.operationId);
 }
 
 export function buildRouter(deps: RouterDeps): Router {
@@ -69,7 +97,9 @@ export function buildRouter(deps: RouterDeps): Router {
   const router = new Router({ strict: true, sensitive: true });
   for (const route of ROUTES as readonly RouteSpec[]) {
     const method = route.method.toLowerCase() as "get" | "post";
-    router[method](route.operationId, route.routerPath, (ctx) => runOperation(ctx, route, deps));
+    router[method](route.operationId, route.routerPath, async (ctx) => {
+      if (!onAnotherActionPath(ctx, route)) await runOperation(ctx, route, deps);
+    });
   }
   return router;
 }

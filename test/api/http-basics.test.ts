@@ -116,8 +116,38 @@ describe("HTTP basics", () => {
         assertError(other, 405, "METHOD_NOT_ALLOWED");
         assert.equal(other.headers.allow, "POST", method);
       }
-      // "{id}:configure" read as a subscription id cannot exist: 404, like any bad id.
-      assertError(await call({ method: "GET", path: `/v1/subscriptions/${ID}:configure` }), 404, "NOT_FOUND");
+    });
+
+    it("answers an action path asked with another method with 405 and Allow: POST, before authentication", async () => {
+      // Each also fits its resource's template with "{id}:action" as the id: GET and HEAD
+      // were answered as that id (404), other methods with the resource's GET in Allow.
+      const actions = [
+        `/v1/subscriptions/${ID}:configure`,
+        `/v1/subscriptions/${ID}/deliveries/${ID}:retry`,
+        `/v1/tasks/${ID}:cancel`,
+        `/v1/tasks/${ID}:resolve`,
+        `/v1/worker/attempts/${ID}:complete`,
+        `/v1/worker/attempts/${ID}:requeue`,
+        "/v1/tasks/not-an-id:cancel",
+      ];
+      for (const path of actions) {
+        for (const method of ["GET", "HEAD", "PUT", "DELETE", "OPTIONS"]) {
+          for (const res of [await call({ method, path }), await request(node.url, { method, path })]) {
+            assert.equal(res.status, 405, `${method} ${path}: ${res.text}`);
+            assert.equal(res.headers.allow, "POST", `${method} ${path}`);
+            if (method !== "HEAD") assertError(res, 405, "METHOD_NOT_ALLOWED");
+          }
+        }
+      }
+      // The resource itself and its case variants keep their own methods.
+      assert.equal((await call({ method: "PUT", path: `/v1/tasks/${ID}` })).headers.allow, "HEAD, GET");
+      const variant = await call({ method: "POST", path: `/v1/tasks/${ID}:Cancel` });
+      assertError(variant, 405, "METHOD_NOT_ALLOWED");
+      assert.equal(variant.headers.allow, "HEAD, GET");
+      assertError(await call({ path: `/v1/tasks/${ID}:Cancel` }), 404, "NOT_FOUND");
+      // POST is still the action's: authentication, then the task's scope.
+      assertError(await request(node.url, { method: "POST", path: `/v1/tasks/${ID}:cancel` }), 401, "UNAUTHENTICATED");
+      assertError(await call({ method: "POST", path: `/v1/tasks/${ID}:cancel`, headers: [freshKey()], body: "{}" }), 404, "NOT_FOUND");
     });
 
     it("answers CONNECT in the envelope, as any other method, then closes the connection", async () => {

@@ -358,14 +358,20 @@ describe("contract: every response validates against openapi.yaml", function () 
     assert.match(OPENAPI.info.description, new RegExp(`at most ${MAX_JSON_DEPTH} levels deep`));
   });
 
-  it("every path answers another method with 405, Allow and the envelope", async () => {
+  it("every path answers each method it lacks with 405, the envelope and an Allow naming exactly its own", async () => {
+    // An action path (/v1/tasks/{id}:cancel) fits its resource's template too: GET and HEAD
+    // there were answered as the resource (404), and Allow named the resource's GET.
     for (const [path, item] of Object.entries<any>(OPENAPI.paths)) {
       const concrete = path.replace(/\{[a-z_]+\}/g, NO_ID);
-      const methods = Object.keys(item).filter((m) => ["get", "post"].includes(m));
-      const other = methods.includes("post") ? "PUT" : "POST";
-      const res = await call({ method: other, path: concrete });
-      assert.equal(res.status, 405, `${other} ${path}: ${res.text}`);
-      assertDeclaredResponse(`${other} ${path}`, OPENAPI.components.responses.MethodNotAllowed, res);
+      const declared = Object.keys(item).filter((m) => ["get", "post"].includes(m)).map((m) => m.toUpperCase());
+      // HEAD comes with every GET (openapi.yaml: not an operation of its own).
+      const allow = declared.includes("GET") ? ["HEAD", ...declared] : declared;
+      for (const other of ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"].filter((m) => !allow.includes(m))) {
+        const res = await call({ method: other, path: concrete });
+        assert.equal(res.status, 405, `${other} ${path}: ${res.text}`);
+        assert.deepEqual(String(res.headers.allow).split(", ").sort(), [...allow].sort(), `${other} ${path}`);
+        if (other !== "HEAD") assertDeclaredResponse(`${other} ${path}`, OPENAPI.components.responses.MethodNotAllowed, res);
+      }
     }
   });
 
