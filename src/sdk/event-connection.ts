@@ -59,10 +59,18 @@ export interface EventConnectionOptions {
   /** Send events.ping every heartbeat_interval_ms (default true). */
   readonly heartbeat?: boolean;
   /**
-   * A heartbeat ping unanswered this long (default heartbeat_interval_ms) means the peer
-   * or the path is gone without a close: the socket is dropped (close 1006).
+   * A ping unanswered this long — the heartbeat's or one of ping() — (default
+   * heartbeat_interval_ms) means the peer or the path is gone without a close: the ping
+   * rejects with CONNECTION_CLOSED and the socket is dropped (close 1006).
    */
   readonly pingTimeoutMs?: number;
+  /**
+   * An ack() unanswered this long (default 30000) is taken the same way: it rejects with
+   * CONNECTION_CLOSED and the socket is dropped (close 1006). Whether the ACK landed is
+   * unknown: keep the proof and send it again on the next connection (Consumer does).
+   * Without a heartbeat nothing else would end the wait.
+   */
+  readonly ackTimeoutMs?: number;
   /**
    * The upgrade, and then the welcome answering the hello, each within this long (default
    * 10000): a node that takes the upgrade and never answers would otherwise hold open() —
@@ -80,6 +88,19 @@ export interface Closed {
 
 const newId = () => randomHex(16);
 
+/**
+ * ack()'s default deadline: above the longest a node takes to answer one — each statement
+ * of its ACK transaction gets 10 s before the node gives its database connection up and
+ * answers UNAVAILABLE — so that only a node or a path that is gone runs it out.
+ */
+const DEFAULT_ACK_TIMEOUT_MS = 30_000;
+
+/** How long each kind of request waits for its answer. */
+interface AnswerDeadlines {
+  readonly "event.ack": number;
+  readonly "events.ping": number;
+}
+
 /** Error codes after which the server closes the connection (spec §7 table). */
 const CLOSING_CODES = new Set<string>(["UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND", "EVENT_HISTORY_EXPIRED", "UNAVAILABLE", "INTERNAL"]);
 
@@ -94,7 +115,12 @@ export class EventConnection extends EventEmitter {
   private lastError: OrbitEventError | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
 
-  private constructor(private readonly ws: WebSocket, welcome: EventsWelcome, closed: Promise<Closed>) {
+  private constructor(
+    private readonly ws: WebSocket,
+    welcome: EventsWelcome,
+    closed: Promise<Closed>,
+    private readonly deadlines: AnswerDeadlines,
+  ) {
     super();
     this.welcome = welcome.body;
     this.closed = closed;
@@ -143,11 +169,12 @@ export class EventConnection extends EventEmitter {
     } finally {
       clearTimeout(welcomeTimer);
     }
-    conn = new EventConnection(ws, welcome, closed);
-    if (o.heartbeat !== false) {
-      const interval = welcome.body.heartbeat_interval_ms;
-      conn.heartbeat = setInterval(() => void conn!.heartbeatOnce(o.pingTimeoutMs ?? interval), interval);
-    }
+    const interval = welcome.body.heartbeat_interval_ms;
+    conn = new EventConnection(ws, welcome, closed, {
+      "event.ack": o.ackTimeoutMs ?? DEFAULT_ACK_TIMEOUT_MS,
+      "events.ping": o.pingTimeoutMs ?? interval,
+    });
+    if (o.heartbeat !== false) conn.heartbeat = setInterval(() => void conn!.heartbeatOnce(), interval);
     // Deliveries that raced the welcome are handed out once listeners can attach.
     setImmediate(() => early.forEach((f) => conn!.onFrame(f)));
     return conn;
@@ -173,15 +200,13 @@ export class EventConnection extends EventEmitter {
   }
 
   // Without it a connection whose path went silent (no FIN: a dropped NAT entry, a frozen
-  // node) would look open forever, and a consumer on it would never reconnect.
-  private async heartbeatOnce(timeoutMs: number): Promise<void> {
-    const timer = setTimeout(() => this.ws.terminate(), timeoutMs);
+  // node) would look open forever, and a consumer on it would never reconnect: a ping
+  // unanswered within its deadline drops the socket (request).
+  private async heartbeatOnce(): Promise<void> {
     try {
       await this.ping();
     } catch {
       /* a close is surfaced through "close" */
-    } finally {
-      clearTimeout(timer);
     }
   }
 
@@ -199,15 +224,40 @@ export class EventConnection extends EventEmitter {
     return this.closed;
   }
 
+  /**
+   * Sends a request and waits for its answer, at most its deadline. Unanswered by then,
+   * the node or the path is gone without a close (a frozen node, a dropped NAT entry): the
+   * request rejects, and the socket is dropped (close 1006), which rejects the others
+   * waiting and tells a consumer to reconnect. Kept open, the connection would look alive
+   * while nothing on it is answered.
+   */
   private request(f: { type: "event.ack" | "events.ping"; body: object }): Promise<Extract<ServerFrame, { type: "ack" }>> {
     const id = newId();
+    const timeoutMs = this.deadlines[f.type];
     return new Promise((resolve, reject) => {
       if (!this.isOpen) return reject(new OrbitEventError("CONNECTION_CLOSED", "the connection is closed"));
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new OrbitEventError("CONNECTION_CLOSED", `no answer to ${f.type} within ${timeoutMs} ms`));
+        this.ws.terminate();
+      }, timeoutMs);
       this.pending.set(id, {
-        resolve: (reply) => (reply.type === "ack" ? resolve(reply) : reject(new OrbitEventError("PROTOCOL_ERROR", `unexpected ${reply.type}`))),
-        reject,
+        resolve: (reply) => {
+          clearTimeout(timer);
+          if (reply.type === "ack") resolve(reply);
+          else reject(new OrbitEventError("PROTOCOL_ERROR", `unexpected ${reply.type}`));
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
       });
-      send(this.ws, { protocol_version: "1", type: f.type, message_id: id, session_id: this.sessionId, body: f.body } as ClientFrame);
+      try {
+        send(this.ws, { protocol_version: "1", type: f.type, message_id: id, session_id: this.sessionId, body: f.body } as ClientFrame);
+      } catch (e) {
+        this.pending.get(id)?.reject(e);
+        this.pending.delete(id);
+      }
     });
   }
 

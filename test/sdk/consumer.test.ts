@@ -88,6 +88,41 @@ describe("event SDK", function () {
       }
     });
 
+    it("bounds ack() and ping() without a heartbeat: unanswered, they reject and the socket is dropped", async function () {
+      this.timeout(40000);
+      const { q, sub } = await setup();
+      await results(q, 1);
+      const proxy = await startProxy(node.port);
+      const open = () =>
+        EventConnection.open({ baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, heartbeat: false, ackTimeoutMs: 800, pingTimeoutMs: 800 });
+      // Within 5 s or not at all: without a deadline they waited for ever.
+      const settled = (p: Promise<unknown>) => Promise.race([p.then(() => "answered", (e: unknown) => e), sleep(5000).then(() => "still waiting")]);
+      const isClosedError = (e: unknown, text: string) => e instanceof OrbitEventError && e.code === "CONNECTION_CLOSED" && e.message.includes(text);
+      try {
+        const conn = await open();
+        const d = await new Promise<Delivery>((r) => conn.once("delivery", r));
+        proxy.hold(); // the ACK reaches the node; its answer never reaches the SDK
+        const started = Date.now();
+        const acked = await settled(conn.ack(d.proof));
+        assert.ok(isClosedError(acked, "no answer to event.ack within 800 ms"), String(acked));
+        assert.ok(Date.now() - started < 3000);
+        assert.equal((await conn.closed).code, 1006, "the socket was dropped");
+        assert.equal(conn.isOpen, false);
+        await assert.rejects(conn.ack(d.proof), (e: unknown) => isClosedError(e, "the connection is closed"));
+        proxy.release();
+        // The ACK landed: the proof kept and sent again on a new connection is a replay.
+        const again = await open();
+        assert.equal((await again.ack(d.proof)).deduplicated, true);
+        proxy.hold();
+        const pinged = await settled(again.ping());
+        assert.ok(isClosedError(pinged, "no answer to events.ping within 800 ms"), String(pinged));
+        assert.equal((await again.closed).code, 1006);
+      } finally {
+        proxy.release();
+        await proxy.close();
+      }
+    });
+
     it("opens with hello, surfaces typed deliveries, ACKs with receipts and typed errors", async () => {
       const { q, sub } = await setup();
       await results(q, 1);
