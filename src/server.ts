@@ -10,6 +10,7 @@ import { ENGINE_SESSION } from "./domain/delivery-engine.js";
 import { checkNotNewer, migrate } from "./db/migrate.js";
 import { buildApp } from "./app.js";
 import { endAnswered, writeRawError } from "./http/raw.js";
+import { reparseWithoutUpgrade, trackAnswer, whenAnswered } from "./http/ignored-upgrade.js";
 import { describeError, type Logger } from "./log/index.js";
 import type { Pool } from "./db/types.js";
 import { createServices } from "./domain/services.js";
@@ -50,23 +51,6 @@ export const ANSWER_DEADLINE_MS = 60_000;
  */
 export const ENGINE_ANSWER_DEADLINE_MS = 10_000;
 
-/** The request line and header block of req, without Upgrade and its Connection token. */
-function withoutUpgrade(req: http.IncomingMessage): Buffer {
-  const lines = [`${req.method} ${req.url} HTTP/${req.httpVersion}`];
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = req.rawHeaders[i]!;
-    let value = req.rawHeaders[i + 1]!;
-    if (/^upgrade$/i.test(name)) continue;
-    if (/^connection$/i.test(name)) {
-      value = value.split(",").map((t) => t.trim()).filter((t) => t !== "" && t.toLowerCase() !== "upgrade").join(", ");
-      if (value === "") continue;
-    }
-    lines.push(`${name}: ${value}`);
-  }
-  // Node read the header bytes as latin1: written back the same way, they are the bytes sent.
-  return Buffer.from(`${lines.join("\r\n")}\r\n\r\n`, "latin1");
-}
-
 /** The node could not bind its listener (a port in use, a host it does not have). */
 export class ListenError extends Error {
   constructor(host: string, port: number, cause: unknown) {
@@ -99,6 +83,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   // requireHostHeader off: Node would answer a Host-less request with a bare 400
   // outside the envelope; Koa answers it like any other.
   const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
+    trackAnswer(req, res);
     if (closing) res.setHeader("Connection", "close");
     void koaHandler(req, res);
   };
@@ -148,13 +133,11 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     idleTimeoutMs: config.idleTimeoutMs,
   });
   server.on("upgrade", (req, socket, head) => {
-    if ((req.url ?? "").split("?")[0] === EVENTS_PATH) return void hub.handleUpgrade(req, socket, head);
-    // An Upgrade offered anywhere else (curl --http2 offers h2c on every request) is
-    // ignored (RFC 9110 §7.8): the request is answered as if it had none. Node hands every
-    // request with an Upgrade to this listener, with its parser gone: the request goes
-    // back to the HTTP parser as it came, without the offer, its body after it.
-    socket.unshift(Buffer.concat([withoutUpgrade(req), head]));
-    server.emit("connection", socket);
+    // Pipelined behind other requests, an upgrade waits for their answers: its 101 or
+    // refusal comes after them, in order.
+    if ((req.url ?? "").split("?")[0] === EVENTS_PATH) return whenAnswered(socket, () => void hub.handleUpgrade(req, socket, head));
+    // Anywhere else the offer is ignored (ignored-upgrade.ts).
+    reparseWithoutUpgrade(server, req, socket, head);
   });
   const closePools = () => Promise.all([claimPool.end(), ackPool.end(), sequencerPool.end(), pool.end()]);
   try {

@@ -13,6 +13,43 @@ import { assertCommonHeaders, assertContract, assertError } from "../helpers/con
 const ID = "0123456789abcdef0123456789abcdef";
 const KEY: [string, string] = ["Idempotency-Key", "create-1"];
 
+interface Answer {
+  readonly status: number;
+  readonly json: any;
+}
+
+/**
+ * Writes requests in one write on a fresh connection and reads `count` answers (framed by
+ * Content-Length; a 101 ends the reading), or what came within 5 s.
+ */
+function pipelined(port: number, requests: string, count: number): Promise<Answer[]> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1", () => socket.write(requests));
+    let received = Buffer.alloc(0);
+    const answers: Answer[] = [];
+    const done = (): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answers);
+    };
+    const timer = setTimeout(done, 5000);
+    socket.on("error", () => undefined).on("close", done);
+    socket.on("data", (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      for (let end = received.indexOf("\r\n\r\n"); end >= 0; end = received.indexOf("\r\n\r\n")) {
+        const head = received.subarray(0, end).toString("latin1");
+        const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]);
+        const length = status === 101 ? 0 : Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        if (received.length < end + 4 + length) return;
+        const body = received.subarray(end + 4, end + 4 + length).toString("utf8");
+        answers.push({ status, json: body ? JSON.parse(body) : undefined });
+        received = received.subarray(end + 4 + length);
+        if (answers.length === count || status === 101) return done();
+      }
+    });
+  });
+}
+
 describe("HTTP basics", () => {
   let db: TestDatabase;
   let node: OrbitNode;
@@ -169,6 +206,27 @@ describe("HTTP basics", () => {
       assert.match(known, /^HTTP\/1\.1 405 /);
       assert.match(known, /\r\nAllow: POST\r\n/);
       assert.match(known, /"code":"METHOD_NOT_ALLOWED"/);
+    });
+
+    it("answers every pipelined request that offers an Upgrade off the event endpoint, in order", async () => {
+      // Node hands each such request over with its parser gone; the node gives it back to a
+      // fresh parser. Only the first of three pipelined ones was answered: the fresh parsers
+      // queued the others' answers where nothing ever wrote them.
+      const offer = "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n";
+      const get = (path: string, headers = "") => `GET ${path} HTTP/1.1\r\nHost: x\r\n${headers}\r\n`;
+      const auth = `Authorization: Bearer ${cred.token}\r\n`;
+      const three = await pipelined(node.port, get("/v1/credential", offer + auth) + get("/v1/nothing", offer) + get("/readyz", offer), 3);
+      assert.deepEqual(three.map((a) => a.status), [200, 404, 200]);
+      assert.equal(three[0]!.json.data.credential_id, cred.credential_id);
+      assert.equal(three[1]!.json.error.code, "NOT_FOUND");
+      assert.equal(three[2]!.json.data.status, "ready");
+      // Mixed with plain requests, and with an upgrade of the event endpoint last: its 101
+      // comes after the answers before it.
+      const mixed = await pipelined(node.port, get("/v1/health") + get("/healthz", offer) + get(`/v1/tasks/${ID}`, auth), 3);
+      assert.deepEqual(mixed.map((a) => a.status), [200, 200, 404]);
+      const ws = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: orbit.events.v1\r\n";
+      const upgraded = await pipelined(node.port, get("/v1/credential", auth) + get("/v1/events/connect", ws + auth), 2);
+      assert.deepEqual(upgraded.map((a) => a.status), [200, 101]);
     });
 
     it("closes a connection it answered outside the HTTP server once the client had 2 s to close it", async () => {
