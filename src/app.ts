@@ -3,7 +3,7 @@
 import Koa from "koa";
 import type { Pool } from "./db/types.js";
 import { describeError, type Logger } from "./log/index.js";
-import { requestContext } from "./http/middleware.js";
+import { absoluteForm, requestContext } from "./http/middleware.js";
 import { buildRouter, methodNotAllowed, type HandlerContext } from "./http/router.js";
 import type { Implementation } from "../generated/http/routes.js";
 import type { NodeServices } from "./domain/services.js";
@@ -30,6 +30,7 @@ export function buildApp(deps: AppDeps): Koa {
     requestTimeoutMs: deps.requestTimeoutMs,
   });
   app.use(requestContext(deps.log));
+  app.use(absoluteForm());
   app.use(methodNotAllowed());
   app.use(router.routes());
   return app;

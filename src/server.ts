@@ -11,6 +11,7 @@ import { checkNotNewer, migrate } from "./db/migrate.js";
 import { buildApp } from "./app.js";
 import { endAnswered, writeRawError } from "./http/raw.js";
 import { reparseWithoutUpgrade, trackAnswer, whenAnswered } from "./http/ignored-upgrade.js";
+import { targetPath } from "./http/target.js";
 import { describeError, type Logger } from "./log/index.js";
 import type { Pool } from "./db/types.js";
 import { createServices } from "./domain/services.js";
@@ -133,9 +134,15 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     idleTimeoutMs: config.idleTimeoutMs,
   });
   server.on("upgrade", (req, socket, head) => {
-    // Pipelined behind other requests, an upgrade waits for their answers: its 101 or
-    // refusal comes after them, in order.
-    if ((req.url ?? "").split("?")[0] === EVENTS_PATH) return whenAnswered(socket, () => void hub.handleUpgrade(req, socket, head));
+    // An absolute-form target naming this host is the path it names; one naming another
+    // goes on to Koa, which answers it 400 (target.ts).
+    const path = targetPath(req.url ?? "", req.headers.host);
+    if (path !== undefined && path.split("?")[0] === EVENTS_PATH) {
+      req.url = path;
+      // Pipelined behind other requests, an upgrade waits for their answers: its 101 or
+      // refusal comes after them, in order.
+      return whenAnswered(socket, () => void hub.handleUpgrade(req, socket, head));
+    }
     // Anywhere else the offer is ignored (ignored-upgrade.ts).
     reparseWithoutUpgrade(server, req, socket, head);
   });

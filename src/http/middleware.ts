@@ -4,10 +4,11 @@ import { requestIdFrom } from "../wire/ids.js";
 import type { IncomingMessage } from "node:http";
 import type { Context, Next } from "koa";
 import { MAX_BODY_BYTES } from "../config/limits.js";
-import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
+import { ERROR_CATALOGUE, OrbitError, invalidArgument, type ErrorCode } from "../wire/errors.js";
 import { describeError, type Logger } from "../log/index.js";
 import { failure } from "./envelope.js";
 import * as metrics from "../metrics.js";
+import { targetPath } from "./target.js";
 
 /** Statuses produced by the router or Koa itself, mapped onto catalogue codes. */
 const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
@@ -46,6 +47,20 @@ export function requestContext(log: Logger) {
       const route = (ctx.state.operationId as string | undefined) ?? "unmatched";
       recordRequest(log, { requestId, method: ctx.method, route, status: ctx.status, started });
     }
+  };
+}
+
+/**
+ * Before routing: an absolute-form target (`GET http://host/v1/tasks`) is routed as the
+ * path it names when it names this Host, and is 400 otherwise (target.ts): a request
+ * meant for another host or scheme is not answered as if it were this one's.
+ */
+export function absoluteForm() {
+  return async function absoluteFormMiddleware(ctx: Context, next: Next): Promise<void> {
+    const path = targetPath(ctx.url, ctx.req.headers.host);
+    if (path === undefined) throw invalidArgument("an absolute request target must be an http URL naming the Host header's host");
+    ctx.url = path;
+    await next();
   };
 }
 

@@ -518,6 +518,52 @@ describe("HTTP basics", () => {
     });
   });
 
+  describe("absolute-form request targets (RFC 9112 §3.2.2)", () => {
+    const host = () => `127.0.0.1:${node.port}`;
+    const ws = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n";
+    const get = (target: string, headers = "", hostHeader = host()) =>
+      `GET ${target} HTTP/1.1\r\nHost: ${hostHeader}\r\nAuthorization: Bearer ${cred.token}\r\n${headers}\r\n`;
+    const one = async (req: string) => (await pipelined(node.port, req, 1))[0]!;
+
+    it("upgrades an absolute-form target naming this host like its path, never with a 426 that blames the subprotocol", async () => {
+      // It went on as a plain request: 426 "Sec-WebSocket-Protocol orbit.events.v1 is required", offered or not.
+      const offered = `${ws}Sec-WebSocket-Protocol: orbit.events.v1\r\n`;
+      assert.equal((await one(get(`http://${host()}/v1/events/connect`, offered))).status, 101);
+      assert.equal((await one(get(`HTTP://${host().toUpperCase()}/v1/events/connect`, offered))).status, 101, "scheme and host are case-insensitive");
+      const without = await one(get(`http://${host()}/v1/events/connect`, ws));
+      assert.equal(without.status, 426, "the subprotocol is still required");
+      assert.equal(without.json.error.code, "PROTOCOL_REQUIRED");
+      const query = await one(get(`http://${host()}/v1/events/connect?x=1`, offered));
+      assert.equal(query.status, 400, "a query string is still refused");
+    });
+
+    it("answers an absolute-form target naming another host or scheme with 400 in the envelope, upgrade or not", async () => {
+      const offered = `${ws}Sec-WebSocket-Protocol: orbit.events.v1\r\n`;
+      for (const req of [
+        get("http://other.example/v1/events/connect", offered),
+        get(`http://${host()}/v1/events/connect`, offered, "other.example"),
+        get(`ws://${host()}/v1/events/connect`, offered),
+        get("http://other.example/v1/credential"),
+        get(`http://user@${host()}/v1/credential`),
+        get(`ftp://${host()}/v1/credential`),
+      ]) {
+        const res = await one(req);
+        assert.equal(res.status, 400, req.split("\r\n")[0]);
+        assert.equal(res.json.error.code, "INVALID_ARGUMENT");
+        assert.match(res.json.error.message, /absolute request target/);
+      }
+    });
+
+    it("answers a plain absolute-form request naming this host as its path", async () => {
+      const res = await one(get(`http://${host()}/v1/credential`));
+      assert.equal(res.status, 200);
+      assert.equal(res.json.data.credential_id, cred.credential_id);
+      assert.equal((await one(get(`http://${host()}/v1/tasks/${ID}`))).status, 404);
+      assert.equal((await one(get(`http://${host()}/v1/credential?x=1`))).status, 400, "its query is the request's");
+      assert.equal((await one(get(`http://${host()}`))).status, 404, "an empty path is /");
+    });
+  });
+
   describe("the event endpoint over plain HTTP", () => {
     it("needs the upgrade: 426 PROTOCOL_REQUIRED after authentication", async () => {
       assertError(await request(node.url, { path: "/v1/events/connect" }), 401, "UNAUTHENTICATED");
