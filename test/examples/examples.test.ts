@@ -7,10 +7,9 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { WebSocket } from "ws";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
-import { fakeNode, type FakeNode } from "../helpers/fake-node.js";
-import { startNode, type OrbitNode } from "../helpers/orbit.js";
+import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { startProxy, type Proxy } from "../helpers/proxy.js";
 
 function run(script: string, env: Record<string, string>): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
@@ -23,50 +22,10 @@ function run(script: string, env: Record<string, string>): Promise<{ code: numbe
 const PROTOCOL_EXAMPLE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../examples/protocol.js");
 const INBOX_DEMO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../examples/inbox/demo.js");
 
-/**
- * A fake node for the protocol example: the management calls it makes answer as a node
- * would, and its event connections greet and deliver one event; `onResentAck` decides
- * what the second connection does with the re-sent ACK.
- */
-async function fakeEventNode(onResentAck: (ws: WebSocket, frame: { message_id: string }) => void): Promise<FakeNode> {
-  const hex = (c: string) => c.repeat(32);
-  const task = { id: hex("3"), state: "RUNNING" };
-  const fake = await fakeNode((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      const answer = (status: number, data: unknown) => {
-        res.writeHead(status, { "Content-Type": "application/json" });
-        res.end(JSON.stringify({ request_id: hex("7"), data }));
-      };
-      if (req.url === "/v1/subscriptions") return answer(201, { subscription: { id: hex("2"), revision: "1" }, deduplicated: false });
-      if (req.url === "/v1/tasks") return answer(201, { task, deduplicated: false });
-      if (req.url === "/v1/worker/claim") return answer(200, { task, attempt_id: hex("4"), lease_until: "2030-01-01T00:00:00.000Z" });
-      if (req.url?.startsWith("/v1/worker/attempts/")) return answer(200, { task: { ...task, state: "SUCCEEDED" } });
-      return answer(404, null);
-    });
-  });
-  let connections = 0;
-  fake.wss.on("connection", (ws) => {
-    const n = ++connections;
-    ws.on("message", (data) => {
-      const f = JSON.parse(data.toString()) as { type: string; message_id: string };
-      if (f.type === "events.hello") {
-        ws.send(JSON.stringify({ protocol_version: "1", type: "events.welcome", reply_to: f.message_id, session_id: hex(String(n)), body: { heartbeat_interval_ms: 15000 } }));
-        ws.send(JSON.stringify({
-          protocol_version: "1", type: "event.deliver", message_id: hex("5"),
-          body: { delivery: { id: hex("6"), lease_epoch: "1" }, lease_secret: "s".repeat(43), event: { id: hex("8"), type: "task.succeeded" } },
-        }));
-      }
-      if (f.type === "event.ack" && n > 1) onResentAck(ws, f);
-    });
-  });
-  return fake;
-}
-
-/** Runs the protocol example against `url`; `killed` when it was still waiting after `timeoutMs`. */
-function runProtocol(url: string, timeoutMs: number): Promise<{ code: number | null; killed: boolean; out: string }> {
+/** Runs the protocol example against `url` with a credential and queue of the test's; `killed` when it was still waiting after `timeoutMs`. */
+function runProtocol(url: string, cred: BootstrapOutput, timeoutMs: number): Promise<{ code: number | null; killed: boolean; out: string }> {
   return new Promise((resolve) => {
-    const env = { ...process.env, ORBIT_URL: url, ORBIT_TOKEN: `orbit_${"0".repeat(32)}_${"A".repeat(43)}`, ORBIT_QUEUE_ID: "1".repeat(32) };
+    const env = { ...process.env, ORBIT_URL: url, ORBIT_TOKEN: cred.token, ORBIT_QUEUE_ID: cred.queues[0]!.id };
     execFile(process.execPath, [PROTOCOL_EXAMPLE], { env, timeout: timeoutMs }, (err, stdout, stderr) => {
       const e = err as (Error & { code?: number; killed?: boolean }) | null;
       resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, killed: Boolean(e?.killed), out: stdout + stderr });
@@ -74,11 +33,21 @@ function runProtocol(url: string, timeoutMs: number): Promise<{ code: number | n
   });
 }
 
+async function until(cond: () => Promise<boolean>, ms = 15000): Promise<void> {
+  for (const end = Date.now() + ms; !(await cond()); ) {
+    assert.ok(Date.now() < end, "condition not reached in time");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 describe("examples", function () {
   this.timeout(180000);
   let db: TestDatabase;
   let node: OrbitNode;
   let env: Record<string, string>;
+  /** The highest lease epoch among the deliveries on a queue: 2 once one was re-sent. */
+  const leaseEpoch = async (queueId: string) =>
+    Number((await db.query("SELECT MAX(d.lease_epoch) AS epoch FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id WHERE s.queue_id = ?", [queueId]))[0]?.epoch ?? 0);
 
   before(async () => {
     db = await freshDatabase("examples");
@@ -151,26 +120,44 @@ describe("examples", function () {
 
   describe("protocol: exits 1 on an unexpected answer to the re-sent ACK instead of waiting for ever", () => {
     // It waited only for an "ack" frame: an error frame, a close or silence left it
-    // hanging (examples/README: any unexpected answer exits 1).
-    const cases: [string, (ws: WebSocket, f: { message_id: string }) => void, RegExp][] = [
-      [
-        "an error frame",
-        (ws, f) => ws.send(JSON.stringify({ protocol_version: "1", type: "error", reply_to: f.message_id, error: { code: "DELIVERY_LEASE_LOST", message: "lease lost" } })),
-        /waiting for ack: the node answered an error frame: DELIVERY_LEASE_LOST/,
-      ],
-      ["the connection closing", (ws) => ws.close(1011, "gone"), /waiting for ack: the connection closed \(1011 gone\)/],
-      ["no answer at all", () => undefined, /no ack within 10000 ms/],
+    // hanging (examples/README: any unexpected answer exits 1). Each answer comes from the
+    // real node behind a proxy: the example ACKs on its first connection and re-sends that
+    // ACK on its second, so the re-sent ACK is the second "event.ack" through the proxy.
+    const cases: { what: string; arm(proxy: Proxy): void; whileRunning?(proxy: Proxy, queueId: string): Promise<void>; says: RegExp }[] = [
+      {
+        // The first ACK is lost with its connection; the lease (2 s) runs out and the node
+        // re-sends the delivery to the new session under epoch 2. The re-sent ACK, held
+        // until then, carries the replaced proof: DELIVERY_LEASE_LOST (spec §6).
+        what: "an error frame",
+        arm: (proxy) => {
+          void proxy.cutWhen("event.ack");
+          proxy.holdClientWhen("event.ack", 2);
+        },
+        whileRunning: async (proxy, queueId) => {
+          await until(async () => (await leaseEpoch(queueId)) >= 2);
+          proxy.release();
+        },
+        says: /waiting for ack: the node answered an error frame: DELIVERY_LEASE_LOST/,
+      },
+      // The connection is cut as the re-sent ACK goes out: no close frame, hence 1006.
+      { what: "the connection closing", arm: (proxy) => void proxy.cutWhen("event.ack", 2), says: /waiting for ack: the connection closed \(1006\)/ },
+      // The re-sent ACK, and all after it, never reaches the node; the connection stays open.
+      { what: "no answer at all", arm: (proxy) => proxy.muteClientWhen("event.ack", 2), says: /no ack within 10000 ms/ },
     ];
-    for (const [what, onResentAck, message] of cases) {
+    for (const { what, arm, whileRunning, says } of cases) {
       it(what, async () => {
-        const fake = await fakeEventNode(onResentAck);
+        const cred = await bootstrap(db.url, { namespace: `protocol-${what.replace(/\W+/g, "-")}`, application: "protocol", queues: ["protocol"], eventAccess: true });
+        const proxy = await startProxy(node.port);
         try {
-          const r = await runProtocol(fake.url, 25000);
+          arm(proxy);
+          const running = runProtocol(proxy.url, cred, 25000);
+          await whileRunning?.(proxy, cred.queues[0]!.id);
+          const r = await running;
           assert.equal(r.killed, false, `still waiting after 25 s:\n${r.out}`);
           assert.equal(r.code, 1, r.out);
-          assert.match(r.out, message);
+          assert.match(r.out, says);
         } finally {
-          await fake.close();
+          await proxy.close();
         }
       });
     }

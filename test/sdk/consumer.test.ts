@@ -6,7 +6,6 @@ import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, makeCredential, waitSequenced, type Client } from "../helpers/api.js";
 import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
-import { fakeNode } from "../helpers/fake-node.js";
 import { startProxy } from "../helpers/proxy.js";
 import { Consumer, EventConnection, OrbitEventError, type Delivery } from "../../src/sdk/index.js";
 
@@ -341,28 +340,37 @@ describe("event SDK", function () {
       // it): a frozen node held the consumer for ever — no other node tried, and stop()
       // (orbit listen's Ctrl-C) never returned.
       this.timeout(40000);
-      const silent = await fakeNode(); // takes the upgrade and the hello, answers nothing
-      const silentUrl = silent.url;
+      // The real node behind a proxy that lets its 101 through and nothing after it: the
+      // node takes the upgrade and the hello, and its welcome never arrives.
+      const silent = await startProxy(node.port);
+      silent.muteServerAfterUpgrade();
       try {
         const { q, sub } = await setup();
         const started = Date.now();
-        await assert.rejects(EventConnection.open({ baseUrl: silentUrl, token: cred.token, subscriptionId: sub, capacity: 1, connectTimeoutMs: 300 }), {
+        await assert.rejects(EventConnection.open({ baseUrl: silent.url, token: cred.token, subscriptionId: sub, capacity: 1, connectTimeoutMs: 300 }), {
           code: "CONNECTION_CLOSED",
           message: "CONNECTION_CLOSED: no welcome within 300 ms",
         });
         assert.ok(Date.now() - started < 3000);
 
         const handled: string[] = [];
+        let gaveUp!: () => void;
+        const gaveUpOnSilent = new Promise<void>((r) => (gaveUp = r));
         const c = new Consumer({
-          baseUrl: [silentUrl, node.url], token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 20 },
+          baseUrl: [silent.url, node.url], token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 20 },
+          onError: (e) => e instanceof OrbitEventError && e.message === "CONNECTION_CLOSED: no welcome within 10000 ms" && gaveUp(),
           handler: async (event) => void handled.push(event.id),
         }).start();
+        await gaveUpOnSilent;
+        // Produced once the consumer left the silent node: a session there, bound but
+        // unheard, would otherwise take the delivery and hold it until its lease ran out.
         await results(q, 1);
         await until(() => handled.length === 1, 25000);
         await c.stop({ deadlineMs: 500 });
 
-        const stuck = new Consumer({ baseUrl: silentUrl, token: cred.token, subscriptionId: sub, handler: async () => undefined }).start();
-        await sleep(200); // connecting: the upgrade done, the hello unanswered
+        const muted = silent.mutedFromServer;
+        const stuck = new Consumer({ baseUrl: silent.url, token: cred.token, subscriptionId: sub, handler: async () => undefined }).start();
+        await until(() => silent.mutedFromServer > muted); // connecting: the hello taken, its welcome lost
         const stopped = await Promise.race([stuck.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for a welcome")]);
         assert.deepEqual(stopped, { stopped: true });
       } finally {
@@ -374,27 +382,23 @@ describe("event SDK", function () {
       // stop() awaited the close handshake: a node that never answered the close held it for
       // ws's closing timeout (30 s), past the deadline orbit listen's Ctrl-C relies on.
       this.timeout(40000);
-      const deaf = await fakeNode();
-      deaf.wss.on("connection", (ws, req) => {
-        ws.once("message", (data) => {
-          const hello = JSON.parse(data.toString()) as { message_id: string };
-          ws.send(JSON.stringify({
-            protocol_version: "1", type: "events.welcome", message_id: "e".repeat(32), reply_to: hello.message_id, session_id: "5".repeat(32),
-            body: {
-              session_id: "5".repeat(32), subscription_id: "4".repeat(32), capacity: 1, lease_duration_ms: 30000, heartbeat_interval_ms: 15000,
-              server_time: new Date().toISOString(), enabled: true,
-            },
-          }));
-          req.socket.pause(); // from now on it reads nothing: the close frame is never answered
-        });
-      });
+      // The real node behind a proxy that, once the welcome has passed, forwards nothing
+      // from the client: the node never reads the close frame, so it never answers it.
+      const deaf = await startProxy(node.port);
+      deaf.muteClientAfterGreeting();
       try {
+        const { q, sub } = await setup();
+        await results(q, 1);
+        let delivered!: () => void;
+        const connected = new Promise<void>((r) => (delivered = r));
         const c = new Consumer({
-          baseUrl: deaf.url, token: cred.token, subscriptionId: "4".repeat(32), capacity: 1,
-          handler: async () => undefined,
+          baseUrl: deaf.url, token: cred.token, subscriptionId: sub, capacity: 1,
+          // No ACK: the node would not hear it either, and stop() would spend its deadline
+          // re-sending it. Only the close is under test.
+          ack: false,
+          handler: async () => delivered(),
         }).start();
-        await until(() => deaf.wss.clients.size === 1);
-        await sleep(200); // the welcome arrived: the consumer is connected
+        await connected; // a delivery arrived: the consumer is connected, past the welcome
         const started = Date.now();
         const stopped = await Promise.race([c.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for the close")]);
         assert.deepEqual(stopped, { stopped: true });
