@@ -119,9 +119,11 @@ export class AttemptBatches {
     const namespaces = new Set<string>();
     const queues = new Set<string>();
     for (const o of outcomes) {
-      if (o.error || !o.appended) continue;
-      namespaces.add(o.task.namespace_id);
-      if (o.task.state === "QUEUED") queues.add(o.task.queue_id);
+      // A 409 whose expiry was written moved its task all the same (worker.ts).
+      const moved = o.error ? o.expired : o.appended ? o.task : undefined;
+      if (!moved) continue;
+      namespaces.add(moved.namespace_id);
+      if (moved.state === "QUEUED") queues.add(moved.queue_id);
     }
     this.committed(namespaces, queues);
     batch.forEach((w, i) => {

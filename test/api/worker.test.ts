@@ -3,7 +3,7 @@
 import { strict as assert } from "node:assert";
 import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
-import { startProxy } from "../helpers/proxy.js";
+import { startProxy, type Proxy } from "../helpers/proxy.js";
 import { client, makeCredential, readLog, waitSequenced, type Client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
 import { grantedQueue } from "../helpers/fixtures.js";
@@ -28,7 +28,9 @@ describe("worker API", () => {
   before(async () => {
     db = await freshDatabase("worker");
     cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["base"] });
-    node = await startNode(db.url, { ORBIT_WORKER_LEASE_MS: "400" });
+    // 1 s: short for the expiry tests, and long enough for the tests that complete after
+    // a few calls (a call on an attempt past its lease is 409 at once, sweep or not).
+    node = await startNode(db.url, { ORBIT_WORKER_LEASE_MS: "1000" });
     api = client(node.url, cred.token);
   });
   after(async () => {
@@ -57,7 +59,7 @@ describe("worker API", () => {
     assert.equal(d.task.revision, "2");
     assert.match(d.attempt_id, /^[0-9a-f]{32}$/);
     const lease = Date.parse(d.lease_until) - Date.parse(d.task.updated_at);
-    assert.equal(lease, 400, "the lease is ORBIT_WORKER_LEASE_MS");
+    assert.equal(lease, 1000, "the lease is ORBIT_WORKER_LEASE_MS");
   });
 
   it("keeps the result as the exact JSON text, in the task and in the event", async () => {
@@ -150,13 +152,13 @@ describe("worker API", () => {
     const q = await freshQueue();
     const t = await submit(q, { max_attempts: 2 });
     const a1 = (await claim(q)).json.data;
-    await sleep(1600); // lease 400 ms; the sweep runs every second
+    await sleep(2200); // lease 1 s; the sweep runs every second
     const mid = (await api.get(`/v1/tasks/${t.id}`)).json.data;
     assert.equal(mid.state, "QUEUED");
     assertError(await complete(a1.attempt_id, { outcome: "succeeded" }), 409, "STATE_CONFLICT");
     const a2 = (await claim(q)).json.data;
     assert.equal(a2.task.id, t.id);
-    await sleep(600);
+    await sleep(1100);
     // A claim recovers expired attempts of its queue first, without waiting for the sweep.
     assert.equal((await claim(q)).status, 204);
     const end = (await api.get(`/v1/tasks/${t.id}`)).json.data;
@@ -244,11 +246,144 @@ describe("worker API", () => {
     assertError(await requeue(a.attempt_id, { reason: "" }), 400, "INVALID_ARGUMENT");
     const submitter = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["tasks:submit"], queueIds: [q] });
     assertError(await client(node.url, submitter.token).post("/v1/worker/claim", { queue_id: q }, null), 403, "PERMISSION_DENIED");
-    // Worker calls ignore an Idempotency-Key. (A fresh attempt: the 400 ms lease of `a`
+    // Worker calls ignore an Idempotency-Key. (A fresh attempt: the 1 s lease of `a`
     // may have run out during the checks above.)
     await submit(q);
     const fresh = (await claim(q)).json.data;
     const withKey = await api.post(`/v1/worker/attempts/${fresh.attempt_id}:complete`, { outcome: "succeeded" }, "ignored-key");
     assert.equal(withKey.status, 200, withKey.text);
+  });
+});
+
+describe("worker calls on an attempt whose lease ran out before any sweep recovered it", function () {
+  // A database of its own and one node per test behind a proxy, so that no other node's
+  // 1 s sweep gets to the attempts first. Before the fix, a late completion answered 200
+  // (SUCCEEDED) in the up-to-1 s window between the lease's end and the next sweep.
+  this.timeout(60000);
+  let db: TestDatabase;
+  let cred: BootstrapOutput;
+  let node: OrbitNode;
+  let proxy: Proxy;
+  let api: Client;
+  let q: string;
+
+  before(async () => {
+    db = await freshDatabase("worker_late");
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["base"] });
+  });
+  afterEach(async () => {
+    proxy?.release();
+    await node?.stop();
+    await proxy?.close();
+  });
+  after(async () => {
+    await db?.drop();
+  });
+
+  /**
+   * A node whose attempt sweep is stalled: its next sweep statement gets no answer until
+   * release(), and every later sweep of the node waits behind it (background.ts runs one
+   * at a time). Called while no task is RUNNING, so that the stalled statement holds no
+   * lock: under READ COMMITTED it keeps the first RUNNING entry past its range locked,
+   * and a completion of that task would wait on it. Claims are the only other statements
+   * naming `ORDER BY lease_until`: the tests claim once the sweep is stalled.
+   */
+  async function nodeWithoutSweep(leaseMs: number): Promise<void> {
+    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
+    node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, { ORBIT_WORKER_LEASE_MS: String(leaseMs) });
+    api = client(node.url, cred.token);
+    q = await grantedQueue(db, cred, `late${Date.now()}`);
+    proxy.stallWhen("ORDER BY lease_until");
+    for (const end = Date.now() + 3000; !proxy.stalled; await sleep(20)) assert.ok(Date.now() < end, "the sweep ran");
+  }
+  const submit = async (maxAttempts: number) => (await api.post("/v1/tasks", { queue_id: q, input: 1, max_attempts: maxAttempts })).json.data.task;
+  const claim = async () => (await api.post("/v1/worker/claim", { queue_id: q }, null)).json.data;
+  const call = (attemptId: string, verb: string, body: unknown) => api.post(`/v1/worker/attempts/${attemptId}:${verb}`, body, null);
+  const untilPast = (leaseUntil: string) => sleep(Date.parse(leaseUntil) - Date.now() + 30);
+  const task = async (id: string) => (await api.get(`/v1/tasks/${id}`)).json.data;
+  const eventsOf = async (ids: string[]) => {
+    await waitSequenced(db, cred.namespace_id);
+    const events = (await readLog(db, cred.namespace_id)).events.filter((e) => ids.includes(e.aggregate_id));
+    return events.map((e) => [e.aggregate_id, e.type, e.details.reason, e.snapshot.effect_uncertain, e.snapshot.current_attempt_id]);
+  };
+
+  it("expires it as the sweep would (a requeue, or FAILED at the limit; once) and answers 409; an earlier completion's repeat is 200", async () => {
+    await nodeWithoutSweep(1000);
+    const retried = await submit(2);
+    const spent = await submit(1);
+    const done = await submit(1);
+    const [a, b, c] = [await claim(), await claim(), await claim()];
+    assert.deepEqual([a.task.id, b.task.id, c.task.id], [retried.id, spent.id, done.id]);
+    const first = await call(c.attempt_id, "complete", { outcome: "succeeded" });
+    assert.equal(first.status, 200, first.text);
+    await untilPast(c.lease_until);
+
+    assertError(await call(a.attempt_id, "complete", { outcome: "succeeded" }), 409, "STATE_CONFLICT");
+    // A second late call finds the attempt expired already: 409 again, nothing more written.
+    assertError(await call(a.attempt_id, "requeue", { reason: "late" }), 409, "STATE_CONFLICT");
+    assertError(await call(b.attempt_id, "requeue", { reason: "late" }), 409, "STATE_CONFLICT");
+    // The attempt that was completed in time: its identical repeat still answers 200.
+    const repeat = await call(c.attempt_id, "complete", { outcome: "succeeded" });
+    assert.equal(repeat.status, 200, repeat.text);
+    assert.deepEqual(repeat.json.data.task, first.json.data.task);
+
+    const [ra, rb] = [await task(retried.id), await task(spent.id)];
+    assert.deepEqual([ra.state, ra.revision, ra.attempts, ra.result], ["QUEUED", "3", 1, undefined]);
+    assert.deepEqual([rb.state, rb.revision, rb.attempts, rb.result], ["FAILED", "3", 1, undefined]);
+    assert.deepEqual(await eventsOf([retried.id, spent.id, done.id]), [
+      [done.id, "task.succeeded", "WORKER_SUCCEEDED", false, c.attempt_id],
+      [retried.id, "task.requeued", "LEASE_EXPIRED", true, a.attempt_id],
+      [spent.id, "task.failed", "ATTEMPTS_EXHAUSTED", true, b.attempt_id],
+    ]);
+    const attempts = await db.query("SELECT ended_by FROM task_attempts WHERE id IN (?, ?)", [a.attempt_id, b.attempt_id]);
+    assert.deepEqual(attempts.map((r) => r.ended_by), ["expired", "expired"]);
+    // The requeued task is claimable at once, as after the sweep.
+    const again = await claim();
+    assert.equal(again.task.id, retried.id);
+    assert.equal(again.task.attempts, 2);
+  });
+
+  it("in a batch: the expired attempt's call is 409 and its expiry commits with the other calls, which answer 200", async () => {
+    await nodeWithoutSweep(4000);
+    const late = await submit(2);
+    const x = await claim();
+    // The others are claimed 2.5 s later: their leases still run when x's has run out.
+    await sleep(2500);
+    const [h0, h1, ok] = [await submit(1), await submit(1), await submit(1)];
+    const [c0, c1, p] = [await claim(), await claim(), await claim()];
+    await untilPast(x.lease_until);
+
+    // Both batch slots held: one call each, waiting on a task row lock of the test's.
+    const lock = await db.connect();
+    await lock.query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+    await lock.query("START TRANSACTION");
+    // One row per statement: on a table of 7 rows an IN list was read by a scan of the
+    // primary key, which waited on the earlier test's task the stalled sweep holds.
+    for (const id of [h0.id, h1.id]) await lock.query("SELECT id FROM tasks WHERE id = ? FOR UPDATE", [id]);
+    const lockWaits = async () =>
+      Number((await db.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT%FOR UPDATE'", [db.name]))[0].n);
+    const metric = async (re: RegExp) => Number(re.exec((await api.get("/metrics")).text)?.[1] ?? NaN);
+    const held = [call(c0.attempt_id, "complete", { outcome: "succeeded" })];
+    for (const end = Date.now() + 5000; (await lockWaits()) < 1; await sleep(10)) assert.ok(Date.now() < end);
+    held.push(call(c1.attempt_id, "complete", { outcome: "succeeded" }));
+    for (const end = Date.now() + 5000; (await lockWaits()) < 2; await sleep(10)) assert.ok(Date.now() < end);
+    // These two wait for a slot, then go together in one transaction.
+    const batchesBefore = await metric(/^orbit_attempt_batch_size_count (\d+)/m);
+    const inBatch = [call(x.attempt_id, "complete", { outcome: "succeeded" }), call(p.attempt_id, "complete", { outcome: "succeeded" })];
+    for (const end = Date.now() + 5000; (await metric(/^orbit_attempt_calls_waiting (\d+)/m)) < 2; await sleep(10)) assert.ok(Date.now() < end);
+    await lock.query("COMMIT");
+    await lock.end();
+
+    for (const r of await Promise.all(held)) assert.equal(r.status, 200, r.text);
+    const [rx, rp] = await Promise.all(inBatch);
+    assertError(rx!, 409, "STATE_CONFLICT");
+    assert.equal(rp!.status, 200, rp!.text);
+    assert.equal(rp!.json.data.task.state, "SUCCEEDED");
+    assert.equal(await metric(/^orbit_attempt_batch_size_count (\d+)/m), batchesBefore + 1, "one batch of the two calls");
+    assert.equal((await task(late.id)).state, "QUEUED");
+    assert.deepEqual(await eventsOf([late.id, ok.id]), [
+      [late.id, "task.requeued", "LEASE_EXPIRED", true, x.attempt_id],
+      [ok.id, "task.succeeded", "WORKER_SUCCEEDED", false, p.attempt_id],
+    ]);
   });
 });
