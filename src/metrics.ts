@@ -77,6 +77,17 @@ export const databaseErrors = new Counter({
   registers: [registry],
 });
 
+/**
+ * Transactions run again after a deadlock or a lock wait timeout (tx.ts): each is a
+ * transaction's work done twice, and a steady rate names a lock-order problem to fix.
+ */
+export const databaseRetries = new Counter({
+  name: "orbit_database_retries_total",
+  help: "Transactions run again after a retryable database error: deadlock, lock_wait_timeout.",
+  labelNames: ["kind"] as const,
+  registers: [registry],
+});
+
 export const materialisationLag = new Gauge({
   name: "orbit_materialisation_lag_events",
   help: "Per subscription: committed stream head minus cursor_sequence (read at scrape time).",

@@ -400,7 +400,7 @@ export interface paths {
         };
         /**
          * Prometheus metrics of this node (Orbit's choice)
-         * @description Prometheus text format (prom-client): HTTP requests by route and status, event connections, claims in flight and waiting, deliveries created/leased/acked/expired, ACK outcomes, database errors, and, read at scrape time, materialisation lag (head − cursor) and oldest PENDING age per subscription, plus process metrics. Public (no token): expose it on an internal network only. Carries ids, never a secret. Those per-subscription figures are read from the database, so a scrape while it does not answer gets 503 UNAVAILABLE.
+         * @description Prometheus text format (prom-client): HTTP requests by route and status, event connections, claims in flight and waiting, deliveries created/leased/acked/expired, ACK outcomes, database errors and retried transactions (deadlock, lock wait timeout), and, read at scrape time, materialisation lag (head − cursor) and oldest PENDING age per subscription, plus process metrics. Public (no token): expose it on an internal network only. Carries ids, never a secret. Those per-subscription figures are read from the database, so a scrape while it does not answer gets 503 UNAVAILABLE.
          */
         get: operations["getMetrics"];
         put?: never;

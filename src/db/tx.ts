@@ -3,13 +3,13 @@
 // never commits behind the client's back.
 import type { Pool, PoolConnection } from "mysql2/promise";
 import { OrbitError, unavailable } from "../wire/errors.js";
-import { databaseErrors } from "../metrics.js";
+import { databaseErrors, databaseRetries } from "../metrics.js";
 import { sessionMode, type Isolation } from "./pool.js";
 
 /** MySQL/MariaDB errors after which the whole transaction may simply be run again. */
-const RETRYABLE_SQL_ERRORS: Readonly<Record<number, string>> = {
-  1213: "ER_LOCK_DEADLOCK",
-  1205: "ER_LOCK_WAIT_TIMEOUT",
+const RETRYABLE_SQL_ERRORS: Readonly<Record<number, "deadlock" | "lock_wait_timeout">> = {
+  1213: "deadlock", // ER_LOCK_DEADLOCK
+  1205: "lock_wait_timeout", // ER_LOCK_WAIT_TIMEOUT
 };
 const MAX_ATTEMPTS = 5;
 
@@ -192,6 +192,7 @@ export async function withTransaction<T>(
         else await conn.rollback().then(() => conn!.release(), () => conn!.destroy());
       }
       if (isRetryable(e) && attempt < MAX_ATTEMPTS && !signal?.aborted) {
+        databaseRetries.inc({ kind: RETRYABLE_SQL_ERRORS[(e as { errno: number }).errno]! });
         await new Promise((r) => setTimeout(r, 2 ** attempt + Math.random() * 10));
         continue;
       }

@@ -166,7 +166,8 @@ export type AttemptCallOutcome =
 
 /**
  * Ends attempts by workers' calls in one transaction (a batch, attempt-batches.ts, or a
- * single call): one locked read of every attempt with its task, then each call decided
+ * single call): one round trip that locks every task and then reads every attempt with
+ * its task, locked (tasks first, as cancel and expiry: selectAttemptsWithTasks), then each call decided
  * in order — a call that fails (404, 400, 409) writes nothing (but the expiry of a lease
  * that ran out, decideAttemptCall), and a later call on the
  * same attempt sees an earlier one's effect, as it would after its commit — then every
@@ -176,7 +177,7 @@ export type AttemptCallOutcome =
  * retry — the transaction committed with them (tx.ts commitAll).
  */
 export async function endAttemptCalls(tx: Tx, inputs: readonly AttemptCallInput[], beforeCommit: () => void): Promise<AttemptCallOutcome[]> {
-  const found = await selectAttemptsWithTasks(tx, [...new Set(inputs.map((i) => i.attemptId))], true);
+  const found = await selectAttemptsWithTasks(tx, [...new Set(inputs.map((i) => i.attemptId))]);
   const writes: Statement[] = [];
   const outcomes = inputs.map((input): AttemptCallOutcome => {
     try {

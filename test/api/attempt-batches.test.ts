@@ -55,7 +55,7 @@ describe("worker calls committed in batches", () => {
     const c = await db.connect();
     try {
       const [rows] = await c.query<any[]>(
-        "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT a.id AS a_id%'",
+        "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT STRAIGHT_JOIN t.id%'",
         [db.name],
       );
       return Number(rows[0].n);
