@@ -10,6 +10,16 @@ import { SEQUENCE_BATCH, sequenceBatch } from "./result-log.js";
 /** How long a kick waits for more commits before numbering (see kick). */
 const GATHER_MS = 2;
 
+/**
+ * After a failed pass, the next one after 50, 100, 200, 400 and 800 ms (1.55 s in all),
+ * then only the sweep's (every 5 s). A pass fails whenever its connection does, also
+ * right after its COMMIT (the reply lost): the kicks of events committed meanwhile were
+ * folded into that pass, and without a retry those events waited for the sweep, up to
+ * 5 s unnumbered and undelivered. Bounded and backing off, so that a database that is
+ * down is asked at most 6 times per kick (and kicks come from commits, which then fail).
+ */
+const RETRY_DELAYS_MS = [50, 100, 200, 400, 800];
+
 export class Sequencer {
   private readonly running = new Map<string, Promise<void>>();
   private readonly again = new Set<string>();
@@ -44,17 +54,27 @@ export class Sequencer {
     return run;
   }
 
+  /** Numbers until nothing is left, retrying a failed pass (RETRY_DELAYS_MS); then the sweep retries. */
   private async run(namespaceId: string): Promise<void> {
-    try {
-      for (;;) {
-        this.again.delete(namespaceId);
-        const n = await sequenceBatch(this.pool, namespaceId);
-        if (n > 0) for (const l of this.listeners) l(namespaceId);
-        if (n < SEQUENCE_BATCH && !this.again.has(namespaceId)) return;
+    for (let failures = 0; ; failures++) {
+      try {
+        return await this.numberAll(namespaceId);
+      } catch (e) {
+        const retryInMs = RETRY_DELAYS_MS[failures];
+        // Nothing is lost while events wait unnumbered; retried, a pass numbers what is left.
+        this.log.log("warn", "sequencer failed", { namespace_id: namespaceId, ...describeError(e), ...(retryInMs !== undefined ? { retry_in_ms: retryInMs } : {}) });
+        if (retryInMs === undefined) return;
+        await new Promise((r) => setTimeout(r, retryInMs));
       }
-    } catch (e) {
-      // The sweep retries; nothing is lost while events wait unnumbered.
-      this.log.log("warn", "sequencer failed", { namespace_id: namespaceId, ...describeError(e) });
+    }
+  }
+
+  private async numberAll(namespaceId: string): Promise<void> {
+    for (;;) {
+      this.again.delete(namespaceId);
+      const n = await sequenceBatch(this.pool, namespaceId);
+      if (n > 0) for (const l of this.listeners) l(namespaceId);
+      if (n < SEQUENCE_BATCH && !this.again.has(namespaceId)) return;
     }
   }
 

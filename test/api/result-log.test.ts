@@ -5,12 +5,14 @@
 // and by age.
 import { strict as assert } from "node:assert";
 import mysql from "mysql2/promise";
-import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
+import { startProxy } from "../helpers/proxy.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
 import { createPool } from "../../src/db/pool.js";
 import { purgeOlderThan } from "../../src/domain/result-log.js";
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const PRODUCERS = 8;
 const TASKS_PER_PRODUCER = 20;
 
@@ -275,6 +277,51 @@ describe("result log numbering under a busy node", function () {
       await holder.end();
       await c.end();
       await node.stop();
+      await db.drop();
+    }
+  });
+});
+
+describe("result log numbering after a lost sequencer reply", function () {
+  this.timeout(60000);
+
+  it("numbers at once the events committed during a pass whose COMMIT reply was lost", async () => {
+    // A database of its own and one node behind a proxy: no other node's sweep numbers
+    // anything here.
+    const db = await freshDatabase("result_log_lost_reply");
+    const cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
+    const proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
+    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`);
+    try {
+      const api = client(node.url, cred.token);
+      const q = cred.queues[0]!.id;
+      const [t1, t2] = [(await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task, (await api.post("/v1/tasks", { queue_id: q, input: 2 })).json.data.task];
+      const cancel = async (t: { id: string }) => assert.equal((await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" })).status, 200);
+      // The sequencer's pass for t1's event: its numbers and COMMIT run, the reply is held.
+      proxy.stallWhen("UPDATE namespace_streams SET head_sequence");
+      await cancel(t1);
+      for (const end = Date.now() + 10000; !proxy.stalled; await sleep(10)) assert.ok(Date.now() < end, "the sequencer's COMMIT");
+      // t2's event commits meanwhile: its kick is folded into the pass in flight.
+      await cancel(t2);
+      // The reply is lost with the connection: the pass fails after its COMMIT. The next
+      // sweep statement stalls, so that only the sequencer's own retry can number t2's
+      // event (before the fix: nothing did until the 5 s sweep, here never).
+      proxy.cutStalled();
+      proxy.stallWhen("SELECT DISTINCT namespace_id FROM result_events WHERE sequence IS NULL");
+      const started = Date.now();
+      for (;;) {
+        const log = await readLog(db, cred.namespace_id);
+        if (log.head === 2n) {
+          assert.deepEqual(log.events.map((e) => e.aggregate_id), [t1.id, t2.id]);
+          break;
+        }
+        assert.ok(Date.now() - started < 2000, `t2's event numbered within 2 s (head ${log.head})`);
+        await sleep(20);
+      }
+    } finally {
+      proxy.release();
+      await node.stop();
+      await proxy.close();
       await db.drop();
     }
   });

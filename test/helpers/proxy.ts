@@ -26,6 +26,11 @@ export interface Proxy {
   /** Whether a stallWhen connection has been stalled. */
   readonly stalled: boolean;
   /**
+   * Drops the stalled connections with the answers they were held back: what the server
+   * did stays done, and the client learns nothing of it (a reply lost after COMMIT).
+   */
+  cutStalled(): void;
+  /**
    * The connection that sends the `nth` (from 1) message containing `text` from now on is
    * dropped before that message reaches the server; the others carry on. Resolves once it
    * was. A message is a data chunk, or on a WebSocket connection one frame, unmasked.
@@ -91,6 +96,7 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
   let mutingClient = false;
   let mutedFromServer = 0;
   const stalledSockets = new Set<net.Socket>();
+  const enders = new Map<net.Socket, () => void>();
   const stalledAnswers: (() => void)[] = [];
   let rules: Rule[] = [];
   const links = new Set<Link>();
@@ -193,8 +199,10 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
       sockets.delete(client);
       sockets.delete(upstream);
       stalledSockets.delete(client);
+      enders.delete(client);
       links.delete(link);
     };
+    enders.set(client, end);
     client.on("close", end).on("error", end);
     upstream.on("close", end).on("error", end);
   });
@@ -234,6 +242,10 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     },
     get stalled() {
       return stalledOne;
+    },
+    cutStalled() {
+      stalledAnswers.splice(0);
+      for (const client of [...stalledSockets]) enders.get(client)?.();
     },
     cutWhen(text, nth = 1) {
       return new Promise((done) => rules.push({ text, nth, seen: 0, action: "cut", done }));
