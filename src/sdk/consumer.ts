@@ -46,6 +46,10 @@ export class Consumer {
   private draining = false;
   private ended = false;
   private wake: (() => void) | undefined;
+  /** Aborts the connection being opened when stop() comes (EventConnection.open's signal). */
+  private readonly stopping = new AbortController();
+  /** When stop()'s deadline runs out; a connection opened after stop() closes by then. */
+  private stopBy = 0;
   readonly done: Promise<StopReason>;
   private finish!: (r: StopReason) => void;
 
@@ -80,11 +84,14 @@ export class Consumer {
           token: this.o.token,
           subscriptionId: this.o.subscriptionId,
           capacity: this.capacity,
+          signal: this.stopping.signal,
         });
         this.conn = conn;
         if (this.draining) {
-          // stop() came while this connection was being opened: it found none to close.
-          await conn.close(1000, "consumer stopping");
+          // stop() came as the welcome arrived: it found no connection to close. The close
+          // handshake gets what is left of stop()'s deadline (a node that never answers
+          // the close frame held stop() for ws's 30 s closing timeout).
+          await conn.close(1000, "consumer stopping", Math.max(CLOSE_AT_LEAST_MS, this.stopBy - Date.now()));
           break;
         }
         delay = initial;
@@ -95,6 +102,7 @@ export class Consumer {
         if (closed.error) this.report(closed.error);
         if (closed.error && FATAL.has(closed.error.code)) return this.end({ stopped: false, error: closed.error });
       } catch (e) {
+        if (this.draining) break; // stop() gave up the connection being opened: not a failure
         if (e instanceof OrbitEventError && FATAL.has(e.code)) return this.end({ stopped: false, error: e });
         this.report(e);
         // A full node (429) or one shutting down (503) says when to come back.
@@ -175,6 +183,8 @@ export class Consumer {
     this.waiting = [];
     const deadlineMs = o.deadlineMs ?? 10_000;
     const until = Date.now() + deadlineMs;
+    this.stopBy = until;
+    this.stopping.abort(); // a connection still being opened is given up
     const deadline = new Promise<void>((r) => setTimeout(r, deadlineMs).unref());
     await Promise.race([Promise.all([...this.running]), deadline]);
     const conn = this.conn;

@@ -77,6 +77,12 @@ export interface EventConnectionOptions {
    * and a consumer — for ever, as the heartbeat starts only with the welcome.
    */
   readonly connectTimeoutMs?: number;
+  /**
+   * Gives up open() while it waits (the upgrade or the welcome): the socket is dropped and
+   * open() rejects with CONNECTION_CLOSED. Consumer.stop() uses it, so that a connection
+   * still being opened does not hold stop() for up to connectTimeoutMs.
+   */
+  readonly signal?: AbortSignal;
 }
 
 export interface Closed {
@@ -129,11 +135,24 @@ export class EventConnection extends EventEmitter {
   static async open(o: EventConnectionOptions): Promise<EventConnection> {
     const url = `${o.baseUrl.replace(/^http/, "ws").replace(/\/+$/, "")}/v1/events/connect`;
     const connectTimeoutMs = o.connectTimeoutMs ?? 10000;
+    if (o.signal?.aborted) throw new OrbitEventError("CONNECTION_CLOSED", "open() aborted");
     const ws = new WebSocket(url, [SUBPROTOCOL], {
       headers: { Authorization: `Bearer ${o.token}` },
       perMessageDeflate: false,
       handshakeTimeout: connectTimeoutMs,
     });
+    // Dropped, the socket rejects whichever wait is on: the upgrade's or the welcome's.
+    const abort = () => ws.terminate();
+    o.signal?.addEventListener("abort", abort, { once: true });
+    try {
+      return await EventConnection.greet(ws, o, connectTimeoutMs);
+    } finally {
+      o.signal?.removeEventListener("abort", abort);
+    }
+  }
+
+  /** The upgrade, the hello and its welcome; then the connection, its heartbeat started. */
+  private static async greet(ws: WebSocket, o: EventConnectionOptions, connectTimeoutMs: number): Promise<EventConnection> {
     await opened(ws);
     let conn: EventConnection | undefined;
     const early: ServerFrame[] = [];

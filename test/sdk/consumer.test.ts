@@ -369,10 +369,18 @@ describe("event SDK", function () {
         await c.stop({ deadlineMs: 500 });
 
         const muted = silent.mutedFromServer;
-        const stuck = new Consumer({ baseUrl: silent.url, token: cred.token, subscriptionId: sub, handler: async () => undefined }).start();
+        const reported: unknown[] = [];
+        const stuck = new Consumer({
+          baseUrl: silent.url, token: cred.token, subscriptionId: sub, handler: async () => undefined, onError: (e) => void reported.push(e),
+        }).start();
         await until(() => silent.mutedFromServer > muted); // connecting: the hello taken, its welcome lost
+        // stop() gives up the connection being opened: within its deadline, not after the
+        // welcome's 10 s (it waited those out, then reported them as a failure).
+        const stopping = Date.now();
         const stopped = await Promise.race([stuck.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for a welcome")]);
         assert.deepEqual(stopped, { stopped: true });
+        assert.ok(Date.now() - stopping < 3000, `stop took ${Date.now() - stopping} ms`);
+        assert.deepEqual(reported, []);
       } finally {
         await silent.close();
       }
