@@ -167,10 +167,10 @@ export type AttemptCallOutcome =
 /**
  * Ends attempts by workers' calls in one transaction (a batch, attempt-batches.ts, or a
  * single call): one round trip that locks every task and then reads every attempt with
- * its task, locked (tasks first, as cancel and expiry: selectAttemptsWithTasks), then each call decided
- * in order — a call that fails (404, 400, 409) writes nothing (but the expiry of a lease
- * that ran out, decideAttemptCall), and a later call on the
- * same attempt sees an earlier one's effect, as it would after its commit — then every
+ * its task, locked (tasks first, as cancel and expiry: selectAttemptsWithTasks); then each
+ * call decided in order — a call that fails (404, 400, 409) writes nothing but the expiry
+ * of a lease that ran out (decideAttemptCall), and a later call on the same attempt sees
+ * an earlier one's effect, as it would after its commit; then every
  * write and COMMIT in one round trip: 2 round trips in all (3 with COMMIT apart; one
  * fewer wake-up of each side per batch, bench/README.md). `beforeCommit` throws to roll
  * back instead (a member's deadline passed); after the writes nothing may throw for a
