@@ -1,7 +1,7 @@
 // Identity over real HTTP: `orbit bootstrap` output, token authentication (401), action
 // checks (403) and revocation, against a real `orbit serve` and MariaDB.
 import { strict as assert } from "node:assert";
-import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { request } from "../helpers/http.js";
 import { startProxy } from "../helpers/proxy.js";
@@ -147,8 +147,8 @@ describe("identity: bootstrap, 401, 403", () => {
     // the database's answers back: the first lookup ran before the revocation, its
     // answer arrives after it.
     const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
-    const proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    const own = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`);
+    const proxy = await startProxy(MYSQL_PORT);
+    const own = await startNode(db.urlVia(proxy));
     try {
       assert.equal((await request(own.url, { path: "/v1/credential", token: extra.token })).status, 200, "warm: a pooled connection is open");
       proxy.hold();

@@ -5,7 +5,7 @@
 // and by age.
 import { strict as assert } from "node:assert";
 import mysql from "mysql2/promise";
-import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { startProxy } from "../helpers/proxy.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
@@ -290,8 +290,8 @@ describe("result log numbering after a lost sequencer reply", function () {
     // anything here.
     const db = await freshDatabase("result_log_lost_reply");
     const cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
-    const proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`);
+    const proxy = await startProxy(MYSQL_PORT);
+    const node = await startNode(db.urlVia(proxy));
     try {
       const api = client(node.url, cred.token);
       const q = cred.queues[0]!.id;

@@ -2,9 +2,8 @@
 // codes, and a write whose answer is lost on the network is sent again with the same
 // key and comes back as the original receipt — never a second subscription or task.
 import { strict as assert } from "node:assert";
-import http from "node:http";
 import net from "node:net";
-import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
 import { OrbitApiError, OrbitClient, OrbitNetworkError, RawJson } from "../../src/sdk/index.js";
@@ -162,27 +161,24 @@ describe("management SDK", () => {
     }
 
     // A 503 is no proof that nothing was claimed (a COMMIT in flight at the deadline, a
-    // database connection lost at COMMIT): it is surfaced at once, not sent again.
-    let claims = 0;
-    let completes = 0;
-    const overloaded = http.createServer((req, res) => {
-      req.resume();
-      req.on("end", () => {
-        if (req.url === "/v1/worker/claim") claims++;
-        else completes++;
-        res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "0" });
-        res.end(JSON.stringify({ request_id: "7".repeat(32), error: { code: "UNAVAILABLE", message: "temporarily unavailable; retry" } }));
-      });
-    });
-    await new Promise<void>((r) => overloaded.listen(0, "127.0.0.1", r));
+    // database connection lost at COMMIT): it is surfaced at once, not sent again. A real
+    // node answers 503 to every call here: its database connections are cut and refused.
+    // Its own counter says how many calls reached it.
+    const dbProxy = await startProxy(MYSQL_PORT);
+    const cutOff = await startNode(db.urlVia(dbProxy));
     try {
-      const c = new OrbitClient({ baseUrl: `http://127.0.0.1:${(overloaded.address() as net.AddressInfo).port}`, token: cred.token, retries: 2, backoffMs: 1 });
+      dbProxy.cut();
+      const c = new OrbitClient({ baseUrl: cutOff.url, token: cred.token, retries: 2, backoffMs: 1 });
       await assert.rejects(c.claimTask({ queue_id: w }), { code: "UNAVAILABLE", status: 503 });
-      assert.equal(claims, 1, "a claim answered 503 is not sent again");
-      await assert.rejects(c.completeAttempt("a".repeat(32), { outcome: "succeeded" }), { code: "UNAVAILABLE" });
-      assert.equal(completes, 3, "a completion is (idempotent by its body)");
+      await assert.rejects(c.completeAttempt("a".repeat(32), { outcome: "succeeded" }), { code: "UNAVAILABLE", status: 503 });
+      dbProxy.restore(); // GET /metrics reads the database too
+      const metrics = await (await fetch(`${cutOff.url}/metrics`)).text();
+      const answered = (route: string) => Number(new RegExp(`orbit_http_requests_total\\{route="${route}",status="503"\\} (\\d+)`).exec(metrics)?.[1] ?? 0);
+      assert.equal(answered("claimTask"), 1, "a claim answered 503 is not sent again");
+      assert.equal(answered("completeAttempt"), 3, "a completion is (idempotent by its body)");
     } finally {
-      await new Promise<void>((r) => overloaded.close(() => r()));
+      await cutOff.stop();
+      await dbProxy.close();
     }
   });
 

@@ -1,7 +1,7 @@
 // The worker API over real HTTP (platform.md): claim with long-poll, complete, requeue,
 // stale and repeated completions, and attempt leases that run out.
 import { strict as assert } from "node:assert";
-import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
 import { client, makeCredential, readLog, waitSequenced, type Client } from "../helpers/api.js";
@@ -204,8 +204,8 @@ describe("worker API", () => {
     const q = await freshQueue();
     // A node of its own behind a counting proxy: only its statements are counted, whatever
     // else uses the database server meanwhile.
-    const proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    const own = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`);
+    const proxy = await startProxy(MYSQL_PORT);
+    const own = await startNode(db.urlVia(proxy));
     try {
       await sleep(1500); // start-up statements (migrations check, first sweeps) are over
       const before = proxy.chunksFromClients;
@@ -289,8 +289,8 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
    * naming `ORDER BY lease_until`: the tests claim once the sweep is stalled.
    */
   async function nodeWithoutSweep(leaseMs: number): Promise<void> {
-    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, { ORBIT_WORKER_LEASE_MS: String(leaseMs) });
+    proxy = await startProxy(MYSQL_PORT);
+    node = await startNode(db.urlVia(proxy), { ORBIT_WORKER_LEASE_MS: String(leaseMs) });
     api = client(node.url, cred.token);
     q = await grantedQueue(db, cred, `late${Date.now()}`);
     proxy.stallWhen("ORDER BY lease_until");

@@ -6,7 +6,7 @@
 // is 1..N with no gap and each task's events in its commit order, and after a restart
 // every result still reaches the subscription and is ACKed once.
 import { strict as assert } from "node:assert";
-import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
 import { claimedTasks, grantedQueue, queueWithSubscription } from "../helpers/fixtures.js";
@@ -125,8 +125,8 @@ describe("transaction boundaries under faults", function () {
   }
 
   it("numbers nothing without the head when the sequencer's connection is cut as it numbers, and numbers it all later", async () => {
-    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, env);
+    proxy = await startProxy(MYSQL_PORT);
+    const node = await startNode(db.urlVia(proxy), env);
     nodes.push(node);
     const api = client(node.url, cred.token);
     const t = await claimedTasks(api, await grantedQueue(db, cred, "seq-cut"), 40);
@@ -143,8 +143,8 @@ describe("transaction boundaries under faults", function () {
   });
 
   it("keeps the numbering whole when the node is SIGKILLed as its sequencer commits", async () => {
-    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, env);
+    proxy = await startProxy(MYSQL_PORT);
+    const node = await startNode(db.urlVia(proxy), env);
     nodes.push(node);
     const api = client(node.url, cred.token);
     const q = await grantedQueue(db, cred, "seq-kill");
@@ -206,8 +206,8 @@ describe("transaction boundaries under faults", function () {
   });
 
   it("confirms no ACK and sends no frame that is not durable when the node's database connections are cut", async () => {
-    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, { ...env, ORBIT_REQUEST_TIMEOUT_MS: "3000" });
+    proxy = await startProxy(MYSQL_PORT);
+    const node = await startNode(db.urlVia(proxy), { ...env, ORBIT_REQUEST_TIMEOUT_MS: "3000" });
     nodes.push(node);
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api, { from_sequence: null });
@@ -237,8 +237,8 @@ describe("transaction boundaries under faults", function () {
     await assertLogWhole();
   });
   it("sends no ACK receipt when the connection drops while the ACK's COMMIT round trip is under way", async () => {
-    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, { ORBIT_REQUEST_TIMEOUT_MS: "3000" });
+    proxy = await startProxy(MYSQL_PORT);
+    const node = await startNode(db.urlVia(proxy), { ORBIT_REQUEST_TIMEOUT_MS: "3000" });
     nodes.push(node);
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api, { from_sequence: null });

@@ -6,7 +6,7 @@
 // and its one event came together (no change without its event, no event without its
 // change), every audited change has its audit record, and the log is 1..N with no gap.
 import { strict as assert } from "node:assert";
-import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
 import { claimedTasks, grantedQueue, queueWithSubscription } from "../helpers/fixtures.js";
@@ -199,9 +199,9 @@ describe("management and worker writes under faults", function () {
    * one event, its task's state with it.
    */
   it("keeps every worker claim and completion it answered, and each expiry whole, through cuts and a SIGKILL", async () => {
-    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
+    proxy = await startProxy(MYSQL_PORT);
     const workerEnv = { ORBIT_WORKER_LEASE_MS: "300", ORBIT_REQUEST_TIMEOUT_MS: "3000" };
-    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, workerEnv);
+    const node = await startNode(db.urlVia(proxy), workerEnv);
     nodes.push(node);
     const api = client(node.url, cred.token);
     const q = await grantedQueue(db, cred, `r${++round}-workers`);
@@ -291,8 +291,8 @@ describe("management and worker writes under faults", function () {
   });
 
   it("keeps every write it answered, and none half-written, when the node's database connections are cut among them", async () => {
-    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    const node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, { ...env, ORBIT_REQUEST_TIMEOUT_MS: "3000" });
+    proxy = await startProxy(MYSQL_PORT);
+    const node = await startNode(db.urlVia(proxy), { ...env, ORBIT_REQUEST_TIMEOUT_MS: "3000" });
     nodes.push(node);
     const api = client(node.url, cred.token);
     const { writes, tasks } = await scenario(api, node.url);

@@ -2,6 +2,8 @@
 import mysql from "mysql2/promise";
 
 export const MYSQL_SERVER = process.env.ORBIT_TEST_MYSQL ?? "mysql://root@127.0.0.1:3306";
+/** The database server's port, for a proxy in front of it (proxy.ts). */
+export const MYSQL_PORT = Number(new URL(MYSQL_SERVER).port || 3306);
 
 export interface TestDatabase {
   readonly name: string;
@@ -10,6 +12,8 @@ export interface TestDatabase {
   connect(): Promise<mysql.Connection>;
   /** One statement on a connection of its own, for assertions; its rows. */
   query(sql: string, params?: unknown[]): Promise<any[]>;
+  /** This database's URL through a loopback proxy in front of the server (startProxy(MYSQL_PORT)). */
+  urlVia(proxy: { readonly port: number }): string;
   drop(): Promise<void>;
 }
 
@@ -27,6 +31,13 @@ export async function freshDatabase(label: string): Promise<TestDatabase> {
     name,
     url,
     connect,
+    urlVia(proxy) {
+      const via = new URL(MYSQL_SERVER);
+      via.hostname = "127.0.0.1";
+      via.port = String(proxy.port);
+      via.pathname = `/${name}`;
+      return via.href;
+    },
     async query(sql, params = []) {
       const c = await connect();
       try {

@@ -3,7 +3,7 @@
 // UNAVAILABLE error frame and is closed (1013), the node does not crash, and once the
 // database is back everything works again without any manual step.
 import { strict as assert } from "node:assert";
-import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
@@ -26,8 +26,8 @@ describe("when the database goes away", function () {
   before(async () => {
     db = await freshDatabase("db_failure");
     cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
-    proxy = await startProxy(Number(new URL(MYSQL_SERVER).port || 3306));
-    node = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`, { ORBIT_REQUEST_TIMEOUT_MS: "3000" });
+    proxy = await startProxy(MYSQL_PORT);
+    node = await startNode(db.urlVia(proxy), { ORBIT_REQUEST_TIMEOUT_MS: "3000" });
   });
   after(async () => {
     await node?.stop();
@@ -176,7 +176,7 @@ describe("when the database goes away", function () {
     // A node whose database answers nothing (a partition): its periodic jobs, a request and
     // the session close wait on statements that never return, and the shutdown waited with
     // them for good. README: "exits 0 within about 10 s" (11 s at most).
-    const extra = await startNode(`mysql://root@127.0.0.1:${proxy.port}/${db.name}`);
+    const extra = await startNode(db.urlVia(proxy));
     const api = client(extra.url, cred.token);
     const sub = (await api.post("/v1/subscriptions", { name: "held", queue_id: cred.queues[0]!.id })).json.data.subscription.id;
     const s = await connect(extra.url, { token: cred.token });
