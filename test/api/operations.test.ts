@@ -3,7 +3,8 @@
 import { strict as assert } from "node:assert";
 import { readdirSync } from "node:fs";
 import net from "node:net";
-import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import mysql from "mysql2/promise";
+import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, type Client } from "../helpers/api.js";
 import { request } from "../helpers/http.js";
@@ -87,6 +88,36 @@ describe("operating a node", function () {
       await c.end();
     }
     assert.equal((await request(node.url, { path: "/readyz" })).status, 200);
+  });
+
+  it("answers /readyz 503 on a database not created or not migrated yet (serve --no-migrate), and /v1/health 503 on a missing one", async () => {
+    // The deploy README describes: nodes started with --no-migrate before the migrate
+    // step ran. Both answered 500 INTERNAL (ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE).
+    const empty = await freshDatabase("operations_unmigrated");
+    const early = await startNode(empty.url, {}, ["--no-migrate"]);
+    try {
+      const missing = await request(early.url, { path: "/readyz" });
+      assertError(missing, 503, "UNAVAILABLE");
+      assertContract("getReadiness", missing);
+      const health = await request(early.url, { path: "/v1/health" });
+      assertError(health, 503, "UNAVAILABLE");
+      assertContract("getHealth", health);
+      const admin = await mysql.createConnection({ uri: MYSQL_SERVER });
+      try {
+        await admin.query(`CREATE DATABASE \`${empty.name}\``);
+      } finally {
+        await admin.end();
+      }
+      const unmigrated = await request(early.url, { path: "/readyz" });
+      assertError(unmigrated, 503, "UNAVAILABLE");
+      assert.equal((await request(early.url, { path: "/v1/health" })).status, 200);
+      const migrated = await runCli(["migrate"], { ORBIT_DATABASE_URL: empty.url });
+      assert.equal(migrated.code, 0, migrated.stderr);
+      assert.equal((await request(early.url, { path: "/readyz" })).status, 200);
+    } finally {
+      await early.stop();
+      await empty.drop();
+    }
   });
 
   it("exposes Prometheus metrics: requests, connections, claims, deliveries, ACKs, lag and pending age", async () => {
