@@ -109,6 +109,11 @@ describe("orbit CLI", () => {
       assert.equal(res.code, 2, `${args.join(" ")}: ${res.stderr}`);
       assert.match(res.stderr, /expected "credential revoke ID"/);
     }
+    // A malformed ID was refused in the words and with the usage of the other form:
+    // "orbit credential: --credential must be a 32-hex id" and "Usage: orbit revoke --credential ID".
+    const malformed = await runCli(["credential", "revoke", "xyz"]);
+    assert.equal(malformed.code, 2, malformed.stderr);
+    assert.match(malformed.stderr, /^orbit credential: ID must be a credential id: 32 lowercase hex characters\n\nUsage: orbit credential revoke ID/);
     const bare = await runCli([]);
     assert.equal(bare.code, 2);
     assert.match(bare.stdout, /^orbit: /);
