@@ -24,15 +24,23 @@ export function isRetryable(e: unknown): boolean {
   return typeof errno === "number" && errno in RETRYABLE_SQL_ERRORS;
 }
 
-export function isConnectionError(e: unknown): boolean {
+/**
+ * The database is not there yet: not created (ER_BAD_DB_ERROR) or not migrated
+ * (ER_NO_SUCH_TABLE) — a node started with --no-migrate before the deploy's migrate step.
+ * Not ready is a 503 like a database that does not answer, on every route and on the
+ * event connection: it answered 500 INTERNAL, which a load balancer reads as a broken node.
+ */
+const NOT_THERE_YET_CODES = new Set(["ER_BAD_DB_ERROR", "ER_NO_SUCH_TABLE"]);
+
+export function isUnavailableError(e: unknown): boolean {
   const code = (e as { code?: unknown })?.code;
-  return typeof code === "string" && CONNECTION_ERROR_CODES.has(code);
+  return typeof code === "string" && (CONNECTION_ERROR_CODES.has(code) || NOT_THERE_YET_CODES.has(code));
 }
 
 /** Maps driver failures that are the database's fault to UNAVAILABLE; others pass. */
 export function translateDbError(e: unknown): unknown {
   if (e instanceof OrbitError) return e;
-  if (isConnectionError(e)) {
+  if (isUnavailableError(e)) {
     databaseErrors.inc({ kind: "unavailable" });
     return unavailable();
   }

@@ -9,7 +9,7 @@ import type WebSocket from "ws";
 import { corkForTurn } from "../sdk/cork.js";
 import { HEARTBEAT_INTERVAL_MS, MAX_CAPACITY, READ_QUEUE_PER_CONNECTION, WRITE_QUEUE_PER_CONNECTION, WRITE_TIMEOUT_MS } from "../config/limits.js";
 import type { Pool } from "../db/types.js";
-import { isConnectionError } from "../db/tx.js";
+import { isUnavailableError } from "../db/tx.js";
 import { closeSession, insertSession } from "../db/queries/sessions.js";
 import { selectSubscription } from "../db/queries/subscriptions.js";
 import { claim, type AckOutcome, type ClaimOutcome, type SeatOutcome } from "../domain/delivery-engine.js";
@@ -425,7 +425,7 @@ export class EventConnection implements Claimant {
   }
 
   private dbFailure(e: unknown, replyTo?: string): never | undefined {
-    if (isConnectionError(e) || (e instanceof OrbitError && e.code === "UNAVAILABLE")) {
+    if (isUnavailableError(e) || (e instanceof OrbitError && e.code === "UNAVAILABLE")) {
       this.closeWithError("UNAVAILABLE", "the database is not available; reconnect", replyTo);
     } else {
       this.deps.log.log("error", "event connection failure", describeError(e));

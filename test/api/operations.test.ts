@@ -102,6 +102,10 @@ describe("operating a node", function () {
       const health = await request(early.url, { path: "/v1/health" });
       assertError(health, 503, "UNAVAILABLE");
       assertContract("getHealth", health);
+      // Every route that needs the database, not only the health checks (authentication
+      // reads the credentials table first).
+      const authed = await request(early.url, { path: "/v1/credential", headers: [["Authorization", `Bearer orbit_${"0".repeat(32)}_${"A".repeat(43)}`]] });
+      assertError(authed, 503, "UNAVAILABLE");
       const admin = await mysql.createConnection({ uri: MYSQL_SERVER });
       try {
         await admin.query(`CREATE DATABASE \`${empty.name}\``);
@@ -110,6 +114,7 @@ describe("operating a node", function () {
       }
       const unmigrated = await request(early.url, { path: "/readyz" });
       assertError(unmigrated, 503, "UNAVAILABLE");
+      assertError(await request(early.url, { path: "/v1/credential", headers: [["Authorization", `Bearer orbit_${"0".repeat(32)}_${"A".repeat(43)}`]] }), 503, "UNAVAILABLE");
       assert.equal((await request(early.url, { path: "/v1/health" })).status, 200);
       const migrated = await runCli(["migrate"], { ORBIT_DATABASE_URL: empty.url });
       assert.equal(migrated.code, 0, migrated.stderr);

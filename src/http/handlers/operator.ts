@@ -7,18 +7,8 @@ import { registry } from "../../metrics.js";
 import { unavailable } from "../../wire/errors.js";
 import type { HandlerContext } from "../router.js";
 
-/**
- * A database that is not there yet (ER_BAD_DB_ERROR: a node started with --no-migrate
- * before the deploy's migrate step) or not migrated (ER_NO_SUCH_TABLE) is "not ready",
- * 503 as the contract says, not a 500 INTERNAL.
- */
-function notThereYet(e: unknown): unknown {
-  const code = (e as { code?: unknown })?.code;
-  return code === "ER_BAD_DB_ERROR" || code === "ER_NO_SUCH_TABLE" ? unavailable() : e;
-}
-
 export const getHealth: Handler<"getHealth", HandlerContext> = async (_req, ctx) => {
-  await ctx.pool.query("SELECT 1").catch((e: unknown) => Promise.reject(notThereYet(e)));
+  await ctx.pool.query("SELECT 1");
   return { status: 200, data: { status: "ok" } };
 };
 
@@ -42,10 +32,8 @@ export const getLiveness: Handler<"getLiveness", HandlerContext> = async () => (
 
 /** Ready: the database answers and the schema is the one this code knows. */
 export const getReadiness: Handler<"getReadiness", HandlerContext> = async (_req, ctx) => {
-  const [applied, known] = await Promise.all([
-    appliedVersion(ctx.pool).catch((e: unknown) => Promise.reject(notThereYet(e))),
-    loadMigrations(),
-  ]);
+  // A database not created or not migrated yet is 503 (tx.ts isUnavailableError).
+  const [applied, known] = await Promise.all([appliedVersion(ctx.pool), loadMigrations()]);
   if (applied !== known.length) throw unavailable();
   return { status: 200, data: { status: "ready", migration: applied } };
 };
