@@ -16,7 +16,8 @@ export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) 
   const caller = ctx.caller();
   const body = await req.body();
   requireQueue(caller, body.queue_id);
-  const deadline = Date.now() + (body.wait_ms ?? 0);
+  // A monotonic clock: a wall-clock step (NTP) must not stretch or cut the wait.
+  const deadline = performance.now() + (body.wait_ms ?? 0);
   const { queueSignals, workerLeaseMs } = ctx.services;
   // The request authenticated before the first claim; a later one, after a wait, first
   // checks that the credential was not revoked meanwhile.
@@ -25,7 +26,7 @@ export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) 
     const claimed = await claimOnce(ctx.pool, caller, body.queue_id, workerLeaseMs, effects, ctx.signal, waited);
     afterCommit(ctx.services, effects.namespaces, [...effects.queues].filter((q) => q !== body.queue_id || !claimed));
     if (claimed) return { status: 200, data: claimed };
-    const left = deadline - Date.now();
+    const left = deadline - performance.now();
     if (left <= 0 || queueSignals.isClosed || ctx.signal.aborted) return { status: 204 };
     await queueSignals.wait(body.queue_id, Math.min(left, POLL_INTERVAL_MS), ctx.signal);
   }
