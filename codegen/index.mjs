@@ -52,19 +52,21 @@ async function main() {
     throw new Error(`events.schema.json is not valid JSON Schema 2020-12: ${meta.errorsText(meta.errors)}`);
   }
 
-  // 2. Types.
-  await write(out("http", "openapi-types.ts"), await emitOpenapiTypes(openapi));
-  await write(out("ws", "frames.ts"), await emitFrameTypes(events));
-
-  // 3. The route table and the typed Implementation.
-  await write(out("http", "routes.ts"), emitRoutes(openapi));
-
-  // 4. Standalone validators: no schema is compiled when the server starts.
-  await write(out("http", "validators.ts"), emitHttpValidators(openapi));
-  await write(out("ws", "validators.ts"), emitFrameValidators(events));
-
-  // 5. The WebSocket protocol as AsyncAPI 3.0, for SDK authors in other languages.
-  await write(out("asyncapi.yaml"), emitAsyncapi(events, openapi));
+  // 2-5. Every output is made before any is written: a contract one emitter refuses
+  //      leaves generated/ as it was, not half regenerated.
+  const outputs = [
+    // 2. Types.
+    [out("http", "openapi-types.ts"), await emitOpenapiTypes(openapi)],
+    [out("ws", "frames.ts"), await emitFrameTypes(events)],
+    // 3. The route table and the typed Implementation.
+    [out("http", "routes.ts"), emitRoutes(openapi)],
+    // 4. Standalone validators: no schema is compiled when the server starts.
+    [out("http", "validators.ts"), emitHttpValidators(openapi)],
+    [out("ws", "validators.ts"), emitFrameValidators(events)],
+    // 5. The WebSocket protocol as AsyncAPI 3.0, for SDK authors in other languages.
+    [out("asyncapi.yaml"), emitAsyncapi(events, openapi)],
+  ];
+  for (const [file, text] of outputs) await write(file, text);
 
   // 6. generated/ holds only this run's output: a file left from an earlier run (an output
   //    renamed or no longer emitted) is removed, so that codegen:check sees it go.

@@ -59,15 +59,24 @@ function paramsObject(params) {
   };
 }
 
+/**
+ * One validator per header name (HTTP header names are case-insensitive), shared by every
+ * operation that declares it: a later declaration with another schema would silently lose
+ * to the first, so it stops the codegen instead.
+ */
 function collectHeaderSchemas(openapi) {
   const seen = new Map();
   for (const op of collectOperations(openapi)) {
     for (const h of op.headerParams) {
       const key = h.name.toLowerCase().replace(/[^a-z0-9]+/g, "_");
-      if (!seen.has(key)) seen.set(key, { key, schema: h.schema });
+      const first = seen.get(key);
+      if (!first) seen.set(key, { key, schema: h.schema, operationId: op.operationId });
+      else if (JSON.stringify(first.schema) !== JSON.stringify(h.schema)) {
+        throw new Error(`header ${h.name}: ${op.operationId} declares another schema than ${first.operationId}; one header name takes one schema`);
+      }
     }
   }
-  return [...seen.values()].sort((a, b) => a.key.localeCompare(b.key));
+  return [...seen.values()].map(({ key, schema }) => ({ key, schema })).sort((a, b) => a.key.localeCompare(b.key));
 }
 
 export function emitHttpValidators(openapi) {

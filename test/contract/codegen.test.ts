@@ -43,4 +43,27 @@ describe("codegen", function () {
       );
     }
   });
+
+  it("refuses a header that two operations declare with different schemas, instead of keeping the first", async () => {
+    const other = mkdtempSync(path.join(tmpdir(), "orbit-codegen-"));
+    try {
+      copyFileSync(path.join(REPO, "events.schema.json"), path.join(other, "events.schema.json"));
+      const spec = readFileSync(path.join(REPO, "openapi.yaml"), "utf8");
+      const ref = '        - $ref: "#/components/parameters/IdempotencyKey"\n';
+      assert.ok(spec.includes(ref), "openapi.yaml no longer references IdempotencyKey this way");
+      // One operation's Idempotency-Key, inline and looser than the shared one.
+      const inline = "        - name: idempotency-key\n          in: header\n          required: true\n          schema:\n            type: string\n";
+      writeFileSync(path.join(other, "openapi.yaml"), spec.replace(ref, inline));
+      const failed = await run(process.execPath, [path.join(REPO, "codegen", "index.mjs"), "--root", other], { cwd: tmpdir() }).then(
+        () => undefined,
+        (e: { code: number; stderr: string }) => e,
+      );
+      assert.ok(failed, "codegen accepted two schemas for one header");
+      assert.notEqual(failed.code, 0);
+      assert.match(failed.stderr, /header (Idempotency-Key|idempotency-key): \w+ declares another schema than \w+/);
+      assert.deepEqual(readdirSync(other).sort(), ["events.schema.json", "openapi.yaml"], "it wrote generated files anyway");
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
 });
