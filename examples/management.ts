@@ -28,8 +28,14 @@ const paused = await client.configureSubscription(current.id, `pause-${run}`, {
 say(`paused: enabled=${paused.subscription.enabled} revision ${paused.subscription.revision}`);
 expect(!paused.subscription.enabled && paused.subscription.revision === "2", "the pause moves the revision 1 → 2");
 
+// Resume with a new key and the revision a read returns (spec §3): a write's receipt is
+// the state it made, and a replayed one (deduplicated) may be long out of date.
+const beforeResume = await client.getSubscription(current.id);
+say(`read back: enabled=${beforeResume.enabled} revision ${beforeResume.revision}`);
+expect(!beforeResume.enabled && beforeResume.revision === "2", "the read shows the paused subscription at revision 2");
+
 const resumed = await client.configureSubscription(current.id, `resume-${run}`, {
-  expected_revision: paused.subscription.revision, enabled: true, reason: "maintenance over",
+  expected_revision: beforeResume.revision, enabled: true, reason: "maintenance over",
 });
 say(`resumed: enabled=${resumed.subscription.enabled} revision ${resumed.subscription.revision}`);
 expect(resumed.subscription.enabled && resumed.subscription.revision === "3", "the resume moves the revision 2 → 3");

@@ -52,7 +52,7 @@ export interface paths {
         put?: never;
         /**
          * Pause or resume a subscription
-         * @description Changes only `enabled`; every new command bumps the revision, even with the same boolean. Pausing stops new materialisation and claiming; deliveries, leases and ACKs of saved results continue; nothing already sent is recalled. To resume, use a new Idempotency-Key and the revision read back. A replay returns the original receipt: never put the new revision under the original key. Errors: 409 STATE_CONFLICT (expected_revision differs) or IDEMPOTENCY_CONFLICT. After a resume, the event connections of this subscription on the node that answered claim at once; those on other nodes at their next ping reply or periodic recheck (every lease duration, at most 30 s).
+         * @description Changes only `enabled`; every new command bumps the revision, even with the same boolean. Pausing stops new materialisation and claiming; deliveries, leases and ACKs of saved results continue; nothing already sent is recalled. To resume, use a new Idempotency-Key and the revision a read (getSubscription) returns, not a receipt's: a receipt is the state its write made (a replayed one possibly long ago). A replay returns the original receipt: never put the new revision under the original key. Errors: 409 STATE_CONFLICT (expected_revision differs) or IDEMPOTENCY_CONFLICT. After a resume, the event connections of this subscription on the node that answered claim at once; those on other nodes at their next ping reply or periodic recheck (every lease duration, at most 30 s).
          */
         post: operations["configureSubscription"];
         delete?: never;

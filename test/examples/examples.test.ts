@@ -61,10 +61,27 @@ describe("examples", function () {
   });
 
   it("management: create, read, pause, resume, and an idempotent replay", async () => {
+    const logged = node.lines.length;
     const r = await run("example:management", env);
     assert.equal(r.code, 0, r.out);
     assert.match(r.out, /created [0-9a-f]{32} revision 1 deduplicated=false/);
     assert.match(r.out, /paused: enabled=false revision 2/);
+    // Spec §3 (the original): resume with a new key and the revision a QUERY returns — a
+    // write's receipt is its original state, not the current one. The node's access log
+    // shows the calls the example made, in order.
+    const calls = node.lines.slice(logged).flatMap((l) => {
+      try {
+        const o = JSON.parse(l) as { msg?: string; route?: string };
+        return o.msg === "request" && o.route ? [o.route] : [];
+      } catch {
+        return [];
+      }
+    });
+    const pause = calls.indexOf("configureSubscription");
+    const resume = calls.indexOf("configureSubscription", pause + 1);
+    assert.ok(pause >= 0 && resume > pause, calls.join(" "));
+    assert.ok(calls.slice(pause + 1, resume).includes("getSubscription"), `the resume reads the subscription first: ${calls.join(" ")}`);
+    assert.match(r.out, /read back: enabled=false revision 2/);
     assert.match(r.out, /resumed: enabled=true revision 3/);
     assert.match(r.out, /replayed create: deduplicated=true revision 1/);
     assert.match(r.out, /same key, other content: 409 IDEMPOTENCY_CONFLICT/);
