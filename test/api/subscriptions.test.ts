@@ -239,6 +239,12 @@ describe("subscriptions", () => {
       const c1 = first.json.data.next_cursor as string;
       assertError(await api3.get(`/v1/subscriptions?queue_id=${owner.queues[1]!.id}&cursor=${c1}`), 404, "NOT_FOUND"); // q2 is not in mine's scope
       assertError(await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${q}&cursor=${c1}`), 400, "INVALID_ARGUMENT");
+      // Another queue in the same credential's scope: the cursor is bound to its queue (§3
+      // 游标不能换队列…使用), not only to the credential (the 404 above is the scope's).
+      for (let i = 0; i < 2; i++) assert.equal((await create({})).status, 201);
+      const ownCursor = (await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${q}&limit=1`)).json.data.next_cursor as string;
+      assert.ok(ownCursor, "owner has more than one subscription on q");
+      assertError(await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${owner.queues[1]!.id}&cursor=${ownCursor}`), 400, "INVALID_ARGUMENT");
       assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=bm90LWEtY3Vyc29y`), 400, "INVALID_ARGUMENT");
       assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=%2F%2F`), 400, "INVALID_ARGUMENT");
       const forged = encodeCursor(

@@ -198,6 +198,19 @@ describe("event delivery", function () {
     await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "pause" });
     s1.ws.terminate();
     await sleep(LEASE_MS + 300);
+    // §4: while paused nothing recovers the lease, so it still shows LEASED past its
+    // deadline; reads change nothing, and a manual retry cannot bypass the state rule
+    // (only EXPIRED) because the lease ran out.
+    const path = `/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}`;
+    const stale = (await api.get(path)).json.data.delivery;
+    assert.equal(stale.state, "LEASED");
+    assert.ok(Date.parse(stale.lease_until) < Date.now(), "past its deadline");
+    const refused = await api.post(`${path}:retry`, { expected_revision: stale.revision, reason: "lease ran out", additional_attempts: 1 });
+    assert.equal(refused.status, 409, refused.text);
+    assert.equal(refused.json.error.code, "STATE_CONFLICT");
+    const listed = (await api.get(`/v1/subscriptions/${sub}/deliveries?state=LEASED`)).json.data.items;
+    assert.deepEqual(listed.map((x: { id: string }) => x.id), [stale.id]);
+    assert.deepEqual((await api.get(path)).json.data.delivery, stale, "reads and the refused retry changed nothing");
     const s2 = await consumer(sub, 1);
     const late = await s2.ack(d);
     assert.equal(late.type, "ack", JSON.stringify(late));
