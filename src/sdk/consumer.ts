@@ -3,8 +3,10 @@
 // before — the consumer ACKs. It reconnects after any close (exponential back-off with
 // jitter), keeps every proof whose ACK was not confirmed and re-sends those ACKs on the
 // next connection (a handler that outlives its connection is ACKed on the one open when
-// it resolves), runs at most `capacity` handlers at once, drops a proof that was
-// replaced (DELIVERY_LEASE_LOST: the redelivery will come), and stops and reports on
+// it resolves; at stop, those still unconfirmed are handed back by unconfirmedProofs() for
+// the application to save and give the next consumer as `proofs`, spec §7), runs at most
+// `capacity` handlers at once, drops a proof that was replaced (DELIVERY_LEASE_LOST:
+// the redelivery will come), and stops and reports on
 // EVENT_HISTORY_EXPIRED, PERMISSION_DENIED, NOT_FOUND or UNAUTHENTICATED instead of
 // looping. It keeps no in-memory "seen" set: delivery is at least once, so the receiver
 // dedupes by event.id in its own durable store (see examples/inbox).
@@ -28,7 +30,19 @@ export interface ConsumerOptions {
   /** Called for every problem that does not stop the consumer (handler failures, closes). */
   readonly onError?: (e: unknown) => void;
   readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number };
+  /**
+   * Proofs whose ACK an earlier consumer of this subscription could not confirm, as its
+   * unconfirmedProofs() handed them over at stop and the application saved them (spec §7):
+   * ACKed on the first connection, so a result already saved is confirmed at once instead
+   * of being delivered again when its lease runs out (an attempt of its budget spent).
+   */
+  readonly proofs?: readonly Proof[];
 }
+
+/** The shapes events.schema.json gives a proof's fields (a malformed one could never ACK). */
+const PROOF_ID = /^[0-9a-f]{32}$/;
+const PROOF_EPOCH = /^(?:0|[1-9][0-9]{0,19})$/;
+const PROOF_SECRET = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 
 /** Why the consumer ended: stop() was called, or a code it must not retry. */
 export type StopReason = { readonly stopped: true } | { readonly stopped: false; readonly error: OrbitEventError };
@@ -59,6 +73,12 @@ export class Consumer {
     // A hello the contract refuses would never connect: say so now, not by retrying forever.
     if (!Number.isInteger(this.capacity) || this.capacity < 1 || this.capacity > 32) throw new RangeError(`capacity must be an integer 1-32, not ${this.capacity}`);
     if (!/^[0-9a-f]{32}$/.test(o.subscriptionId)) throw new RangeError("subscriptionId must be 32 lowercase hex characters");
+    for (const p of o.proofs ?? []) {
+      if (!PROOF_ID.test(p.delivery_id) || !PROOF_EPOCH.test(p.epoch) || BigInt(p.epoch) >= 2n ** 64n || !PROOF_SECRET.test(p.lease_secret)) {
+        throw new RangeError("proofs must be {delivery_id, epoch, lease_secret} as event.deliver gave them");
+      }
+      this.unconfirmed.set(p.delivery_id, p);
+    }
   }
 
   /** Starts the connect / consume / reconnect loop; `done` settles when it ends. */
@@ -69,6 +89,16 @@ export class Consumer {
 
   get pendingAcks(): number {
     return this.unconfirmed.size;
+  }
+
+  /**
+   * The proofs whose ACK was not confirmed (yet): after stop(), those its deadline left
+   * unconfirmed. Spec §7: a client closing keeps them — save them with the results, and
+   * give them to the next consumer (`proofs`); a replay of an ACK that did land answers
+   * deduplicated, one a newer lease replaced is dropped.
+   */
+  unconfirmedProofs(): Proof[] {
+    return [...this.unconfirmed.values()];
   }
 
   private async loop(): Promise<void> {

@@ -452,6 +452,44 @@ describe("event SDK", function () {
       }
     });
 
+    it("hands back at stop the proofs whose ACK was not confirmed; a consumer given them ACKs on its first connection (§7)", async function () {
+      this.timeout(40000);
+      // Spec §7 (the original): 客户端关闭时应先完成自己的本地持久化、保存未核对 ACK 的证明，再关闭连接.
+      // A lease long enough that nothing is redelivered meanwhile: the saved proof is what ACKs.
+      const longLease = await startNode(db.url, { ORBIT_LEASE_DURATION_MS: "30000" });
+      const proxy = await startProxy(longLease.port);
+      try {
+        const { q, sub } = await setup();
+        proxy.muteClientWhen("event.ack"); // the ACK never reaches the node: unconfirmed at stop
+        let handled = 0;
+        const first = new Consumer({ baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, handler: async () => void handled++ }).start();
+        await sleep(300);
+        await results(q, 1);
+        await until(() => handled === 1 && first.pendingAcks === 1);
+        await first.stop({ deadlineMs: 300 });
+        const saved = first.unconfirmedProofs();
+        assert.equal(saved.length, 1, "the proof to save");
+        assert.deepEqual(await states(sub), { LEASED: 1 }, "its ACK never arrived");
+        let redelivered = 0;
+        const second = new Consumer({
+          baseUrl: longLease.url, token: cred.token, subscriptionId: sub, capacity: 1, proofs: saved, handler: async () => void redelivered++,
+        }).start();
+        await until(async () => (await states(sub)).ACKED === 1);
+        await until(() => second.pendingAcks === 0);
+        assert.equal(redelivered, 0, "ACKed with the saved proof, not delivered again");
+        const [row] = await db.query("SELECT lease_epoch, attempts FROM deliveries WHERE subscription_id = ?", [sub]);
+        assert.deepEqual([String(row.lease_epoch), row.attempts], ["1", 1], "no attempt of the budget spent on a redelivery");
+        await second.stop();
+        assert.throws(
+          () => new Consumer({ baseUrl: longLease.url, token: cred.token, subscriptionId: sub, proofs: [{ delivery_id: "x", epoch: "1", lease_secret: "y" }], handler: async () => {} }),
+          RangeError,
+        );
+      } finally {
+        await proxy.close();
+        await longLease.stop();
+      }
+    });
+
     it("drains on stop: no new deliveries, running handlers finish and are ACKed, bounded by the deadline", async () => {
       const { q, sub } = await setup();
       await results(q, 2);
