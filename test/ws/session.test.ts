@@ -417,6 +417,32 @@ describe("event connections: guard and session", function () {
       }
     });
 
+    it("counts only valid client frames against the idle timeout: neither deliveries sent nor invalid command bodies keep it open", async () => {
+      // §7 (the original): 收到结果也不能替代客户端心跳。连续 60 秒没有有效读取到客户端帧会关闭连接.
+      const api = client(node.url, cred.token);
+      const own = (await api.post("/v1/subscriptions", { name: `idle-${Date.now()}`, queue_id: cred.queues[0]!.id })).json.data.subscription.id;
+      const receiving = await conn();
+      await receiving.hello(own, 32);
+      const invalid = await conn();
+      await invalid.hello(sub, 1);
+      const bound = Date.now();
+      let closed = false;
+      void Promise.all([receiving.closed, invalid.closed]).then(() => (closed = true));
+      // For 2.5 s (the idle timeout is 1.5 s): a result every 250 ms for `receiving`, which
+      // never sends a frame; an invalid ping body every 250 ms from `invalid`.
+      while (!closed && Date.now() - bound < 2500) {
+        await cancelledResults(api, cred.queues[0]!.id, 1);
+        if (invalid.ws.readyState === invalid.ws.OPEN) invalid.send({ protocol_version: "1", type: "events.ping", message_id: mid(), session_id: invalid.sessionId, body: { extra: 1 } });
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      assert.ok(receiving.frames.filter((f) => f.type === "event.deliver").length >= 2, "results were being delivered while it stayed silent");
+      assert.ok(invalid.frames.filter((f) => f.error?.code === "INVALID_ARGUMENT").length >= 2, "its invalid frames were answered");
+      for (const s of [receiving, invalid]) {
+        assert.equal((await s.closed).code, 1008);
+      }
+      assert.ok(Date.now() - bound < 2500, "both closed about an idle timeout after the welcome");
+    });
+
     it("closes a connection with no valid client frame for the idle timeout", async () => {
       const s = await conn();
       await s.hello(sub, 1);
