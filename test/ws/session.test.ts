@@ -393,6 +393,26 @@ describe("event connections: guard and session", function () {
       assert.equal((await s.closed).code, 1008);
     });
 
+    it("re-checks the action and the subscription's scope on ping, not only the credential: PERMISSION_DENIED / NOT_FOUND, then close", async () => {
+      // §7 (the original): 服务端以 ack 回复…同时重新校验凭据与订阅范围. No call of the API
+      // narrows a credential (re-binding is not offered), so the rows are changed by hand.
+      for (const [change, code] of [
+        ["UPDATE credentials SET actions = 'events:read,events:manage' WHERE id = ?", "PERMISSION_DENIED"],
+        ["DELETE FROM credential_queues WHERE credential_id = ?", "NOT_FOUND"],
+      ] as const) {
+        const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["rechecked"], eventAccess: true });
+        const mine = (await client(node.url, extra.token).post("/v1/subscriptions", { name: `rechecked-${code}`, queue_id: extra.queues[0]!.id })).json.data.subscription.id;
+        const s = await conn({ token: extra.token });
+        await s.hello(mine, 1);
+        assert.equal((await s.ping()).type, "ack");
+        await db.query(change, [extra.credential_id]);
+        const e = await s.ping();
+        assert.equal(e.error?.code, code, JSON.stringify(e));
+        assert.equal(e.session_id, s.sessionId);
+        assert.equal((await s.closed).code, 1008);
+      }
+    });
+
     it("takes no ACK of a credential revoked while connected: UNAUTHENTICATED, close, the delivery stays LEASED", async () => {
       const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["revoked-acks"], eventAccess: true });
       const api = client(node.url, extra.token);
