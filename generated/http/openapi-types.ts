@@ -782,7 +782,7 @@ export interface components {
         ClaimResult: {
             task: components["schemas"]["Task"];
             attempt_id: components["schemas"]["Id"];
-            /** @description End of the attempt lease (ORBIT_WORKER_LEASE_MS, 60 s by default). When it runs out the task goes back to QUEUED (a task.requeued event, reason LEASE_EXPIRED) or, at its attempt limit, to FAILED (task.failed, reason ATTEMPTS_EXHAUSTED), both with effect_uncertain=true. Recovery runs on every node once a second and before every claim of the queue, so a late completion of the attempt may still win until then (the lease is the earliest time of recovery, not a promise of it). */
+            /** @description End of the attempt lease (ORBIT_WORKER_LEASE_MS, 60 s by default). When it runs out the task goes back to QUEUED (a task.requeued event, reason LEASE_EXPIRED) or, at its attempt limit, to FAILED (task.failed, reason ATTEMPTS_EXHAUSTED), both with effect_uncertain=true. Recovery runs on every node once a second, before every claim of the queue, and in a :complete or :requeue of the attempt: a worker's call after lease_until (by the deciding node's clock; the instant itself is still leased) never completes the attempt, it recovers it and answers 409 STATE_CONFLICT. Until recovered the task reads RUNNING at its claim's revision, and a cancel with that revision cancels it (CANCELLED, effect_uncertain=true, no task.requeued event). */
             lease_until: components["schemas"]["Timestamp"];
         };
         CompleteAttemptRequest: {

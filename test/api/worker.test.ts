@@ -343,6 +343,21 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
     assert.equal(again.task.attempts, 2);
   });
 
+  it("lets a cancel after lease_until, before any recovery, cancel the task as RUNNING (effect_uncertain); the worker's late call is then 409", async () => {
+    // openapi.yaml ClaimResult.lease_until: until recovered the task reads RUNNING at its
+    // claim's revision, and a cancel with that revision takes it (no task.requeued).
+    await nodeWithoutSweep(1000);
+    const t = await submit(1);
+    const a = await claim();
+    await untilPast(a.lease_until);
+    assert.deepEqual([(await task(t.id)).state, (await task(t.id)).revision], ["RUNNING", "2"]);
+    const cancel = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "2", reason: "late" });
+    assert.equal(cancel.status, 200, cancel.text);
+    assert.equal(cancel.json.data.task.state, "CANCELLED");
+    assertError(await call(a.attempt_id, "complete", { outcome: "succeeded" }), 409, "STATE_CONFLICT");
+    assert.deepEqual(await eventsOf([t.id]), [[t.id, "task.cancelled", "CANCEL_REQUESTED", true, a.attempt_id]]);
+  });
+
   it("in a batch: the expired attempt's call is 409 and its expiry commits with the other calls, which answer 200", async () => {
     await nodeWithoutSweep(4000);
     const late = await submit(2);
