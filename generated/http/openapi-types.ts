@@ -262,7 +262,7 @@ export interface paths {
         put?: never;
         /**
          * Claim the next QUEUED task of a queue
-         * @description Starts a new attempt: the task becomes RUNNING under attempt_id until lease_until. With wait_ms > 0 the request waits up to that long for a task; 204 (no body) when none came. A queue outside the credential's scope → 404. A credential revoked while its claim waits takes no task: the claim answers 401 UNAUTHENTICATED.
+         * @description Starts a new attempt: the task becomes RUNNING under attempt_id until lease_until. With wait_ms > 0 the request waits up to that long for a task; 204 (no body) when none came. A queue outside the credential's scope → 404. A credential revoked while its claim waits takes no task: the claim answers 401 UNAUTHENTICATED. A claim whose client closes the connection stops waiting and takes no task (a claim transaction under way then rolls back, unless its COMMIT was already sent).
          */
         post: operations["claimTask"];
         delete?: never;

@@ -29,6 +29,12 @@ export interface HandlerContext {
   readonly requestId: string;
   /** Aborted when the management deadline passes; transactions roll back instead of committing. */
   readonly signal: AbortSignal;
+  /**
+   * Aborted when the client's connection closed before the answer was written: nobody
+   * will read it. Only a long-poll claim uses it (handlers/worker.ts); other operations
+   * finish their short write, which a client repeats by its key or body.
+   */
+  readonly clientGone: AbortSignal;
   /** The authenticated caller; throws for the public operations, which have none. */
   caller(): Caller;
 }
@@ -188,11 +194,17 @@ async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal:
     req: HandlerRequest<HttpOperationId>,
     hctx: HandlerContext,
   ) => Promise<AnyResult>;
+  const gone = new AbortController();
+  // 'close' comes once the response is written or the connection closed: while the
+  // handler still runs, nobody will read its answer (the client left, or the deadline's
+  // 503 was written already).
+  ctx.res.once("close", () => gone.abort());
   const hctx: HandlerContext = {
     pool: deps.pool,
     services: deps.services,
     requestId: ctx.state.requestId as string,
     signal,
+    clientGone: gone.signal,
     caller() {
       if (!caller) throw new Error(`${route.operationId} has no caller`);
       return caller;

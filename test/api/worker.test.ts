@@ -1,6 +1,7 @@
 // The worker API over real HTTP (platform.md): claim with long-poll, complete, requeue,
 // stale and repeated completions, and attempt leases that run out.
 import { strict as assert } from "node:assert";
+import http from "node:http";
 import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
@@ -198,6 +199,30 @@ describe("worker API", () => {
     const now = await api.get(`/v1/tasks/${t.id}`);
     assert.equal(now.json.data.state, "QUEUED");
     assert.equal(now.json.data.attempts, 0);
+  });
+
+  it("takes no task for a long-poll whose client went away: the task stays QUEUED for the next worker", async () => {
+    // A worker that stops waiting (its HTTP timeout, a restart) left its claim polling
+    // for the rest of wait_ms: the next task became RUNNING under an attempt nobody held,
+    // until its lease ran out (60 s by default), and then came back with an attempt used
+    // and effect_uncertain=true — or FAILED, ATTEMPTS_EXHAUSTED, at max_attempts 1.
+    const q = await freshQueue();
+    const u = new URL(node.url);
+    const gone = http.request({ host: u.hostname, port: u.port, method: "POST", path: "/v1/worker/claim", agent: false, headers: {
+      Authorization: `Bearer ${cred.token}`, "Content-Type": "application/json" } });
+    gone.on("error", () => undefined);
+    gone.end(JSON.stringify({ queue_id: q, wait_ms: 10000 }));
+    await sleep(300);
+    gone.destroy();
+    await sleep(300);
+    const t = await submit(q, { max_attempts: 1 });
+    await sleep(500);
+    const now = (await api.get(`/v1/tasks/${t.id}`)).json.data;
+    assert.deepEqual([now.state, now.attempts, now.revision], ["QUEUED", 0, "1"], "no claim for a client that left");
+    const c = await claim(q);
+    assert.equal(c.status, 200, c.text);
+    assert.equal(c.json.data.task.id, t.id);
+    assert.equal(c.json.data.task.attempts, 1);
   });
 
   it("waits idle without busy-looping the database, then answers 204", async () => {

@@ -10,7 +10,12 @@ import type { HandlerContext } from "../router.js";
 
 /**
  * Long-poll: claim at once; if the queue is empty, wait for a wake-up from this node or
- * the poll interval, and claim again, until wait_ms has passed (then 204).
+ * the poll interval, and claim again, until wait_ms has passed (then 204). A client that
+ * went away ends the wait and takes no task: before, its claim went on polling for the
+ * rest of wait_ms and took the next task for nobody — RUNNING until its lease ran out,
+ * then back with an attempt used and effect_uncertain=true (FAILED at max_attempts 1).
+ * A claim whose client leaves during its transaction rolls back (checked before COMMIT, as
+ * the deadline is: a COMMIT already sent still lands, and that task waits for its lease).
  */
 export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) => {
   const caller = ctx.caller();
@@ -19,16 +24,18 @@ export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) 
   // A monotonic clock: a wall-clock step (NTP) must not stretch or cut the wait.
   const deadline = performance.now() + (body.wait_ms ?? 0);
   const { queueSignals, workerLeaseMs } = ctx.services;
+  const signal = AbortSignal.any([ctx.signal, ctx.clientGone]);
   // The request authenticated before the first claim; a later one, after a wait, first
   // checks that the credential was not revoked meanwhile.
   for (let waited = false; ; waited = true) {
+    if (ctx.clientGone.aborted) return { status: 204 };
     const effects = noEffects();
-    const claimed = await claimOnce(ctx.pool, caller, body.queue_id, workerLeaseMs, effects, ctx.signal, waited);
+    const claimed = await claimOnce(ctx.pool, caller, body.queue_id, workerLeaseMs, effects, signal, waited);
     afterCommit(ctx.services, effects.namespaces, [...effects.queues].filter((q) => q !== body.queue_id || !claimed));
     if (claimed) return { status: 200, data: claimed };
     const left = deadline - performance.now();
-    if (left <= 0 || queueSignals.isClosed || ctx.signal.aborted) return { status: 204 };
-    await queueSignals.wait(body.queue_id, Math.min(left, POLL_INTERVAL_MS), ctx.signal);
+    if (left <= 0 || queueSignals.isClosed || signal.aborted) return { status: 204 };
+    await queueSignals.wait(body.queue_id, Math.min(left, POLL_INTERVAL_MS), signal);
   }
 };
 
