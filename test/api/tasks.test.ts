@@ -262,7 +262,13 @@ describe("tasks", () => {
     it("refuses a wrong revision or a finished task with 409, and bad input with 400", async () => {
       const t = (await submit({ queue_id: q, input: 1 })).json.data.task;
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "7", reason: "x" }), 409, "STATE_CONFLICT");
-      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "01", reason: "x" }), 400, "INVALID_ARGUMENT");
+      const leadingZero = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "01", reason: "x" });
+      assertError(leadingZero, 400, "INVALID_ARGUMENT");
+      // The rule in words, not the uint64 pattern's 467 characters of regular expression.
+      assert.equal(
+        leadingZero.json.error.message,
+        "body field expected_revision: must be a canonical decimal uint64 (0 to 18446744073709551615; no sign, leading zero, fraction, exponent or whitespace)",
+      );
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "" }), 400, "INVALID_ARGUMENT");
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x".repeat(1025) }), 400, "INVALID_ARGUMENT");
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1" }), 400, "INVALID_ARGUMENT");
