@@ -28,7 +28,7 @@ import type { Pool } from "../db/types.js";
 import type { SessionMode } from "../db/pool.js";
 import { commitWith, queryAll, withTransaction, type Statement } from "../db/tx.js";
 import {
-  claimableStatement, leaseStatement, markAckedStatement, materialiseStatements, recoveryStatements, selectLeasedTo,
+  anyLeased, claimableStatement, leaseStatement, markAckedStatement, materialiseStatements, recoveryStatements, selectLeasedTo,
   selectProofs, toClaimable, type ClaimableRow,
 } from "../db/queries/deliveries.js";
 import { claimStateStatement, resetClaimState, toClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
@@ -123,16 +123,19 @@ export interface ClaimOutcome {
 
 /**
  * Materialising never skips: when the next needed events were purged (the cursor is below
- * the retention boundary) the claim fails with EVENT_HISTORY_EXPIRED. The claim's first
- * round trip has already left such a subscription alone (materialiseStatements); this
- * throws, and the transaction rolls back.
+ * the retention boundary) nothing more is materialised (materialiseStatements checks it)
+ * and the cursor stays. What was materialised before the gap is still owed — retention
+ * keeps the events of deliveries that are not ACKED — so the claim recovers and leases it
+ * as usual; only a claim that has room and finds nothing owed before the gap — nothing
+ * PENDING to lease, no lease still to be ACKed or re-sent — fails with
+ * EVENT_HISTORY_EXPIRED. Reporting the gap first left those deliveries PENDING (or
+ * LEASED past their deadline) for good: every later claim failed before leasing them.
+ * EXPIRED ones do not hold the gap back: only a manual retry re-sends them, and a
+ * connection after that retry gets them before the gap is reported again.
  */
-function checkHistory(s: ClaimStateRow): void {
-  // Counted by the lock query only when worth it: news in the log and few ready.
-  if (s.backlog === null || s.max_pending - s.backlog <= 0) return;
-  if (BigInt(s.cursor_sequence) < BigInt(s.retention_boundary)) {
-    throw new OrbitError("EVENT_HISTORY_EXPIRED", `events after ${s.cursor_sequence} up to ${s.retention_boundary} were purged before delivery`);
-  }
+function historyGap(s: ClaimStateRow): OrbitError | undefined {
+  if (BigInt(s.cursor_sequence) >= BigInt(s.retention_boundary)) return undefined;
+  return new OrbitError("EVENT_HISTORY_EXPIRED", `events after ${s.cursor_sequence} up to ${s.retention_boundary} were purged before delivery`);
 }
 
 /** "session:count,…" from the claim state query → count per session. */
@@ -206,7 +209,7 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
       // subscription keeps its connections (spec §3, §7); the first claim after it is
       // enabled again reports the gap.
       if (!s.enabled) return idle();
-      checkHistory(s);
+      const gap = historyGap(s);
       if (!deferred) counted.created = (first[2] as ResultSetHeader).affectedRows;
       // The state counts the backlog only when the log has news and few are ready: when it
       // does not, the next claim will most likely have nothing to materialise either.
@@ -229,7 +232,12 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
         rows = toClaimable(more[more.length - 1]);
       }
       rows = rows.slice(0, wanted);
-      if (rows.length === 0) return idle();
+      if (rows.length === 0) {
+        // Room, and nothing owed before the gap left to lease or to ACK: now the gap is this
+        // claim's to report (a rare path: one more round trip, under the subscription's lock).
+        if (gap && wanted > 0 && !(await anyLeased(tx, s.id))) throw gap;
+        return idle();
+      }
       // Oldest first to the first seat: the scheduler's order is arrival order.
       let next = 0;
       // One call for every secret of the claim (a call per lease was 2 % of a node's CPU).

@@ -383,4 +383,46 @@ describe("event delivery", function () {
     assert.equal((await s.closed).code, 1008);
     assert.equal((await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence, "0", "the cursor did not jump");
   });
+
+  it("delivers what it materialised before a purged gap — those events are kept for it — then reports the gap", async () => {
+    const other = await bootstrap(db.url, { namespace: "gap-owed", application: "app", queues: ["q"], eventAccess: true });
+    const api2 = client(node.url, other.token);
+    const q = other.queues[0]!.id;
+    const sub = (await api2.post("/v1/subscriptions", { name: "owed", queue_id: q, max_pending: 3 })).json.data.subscription.id;
+    const tasks = await cancelledResults(api2, q, 4);
+    await waitSequenced(db, other.namespace_id);
+    // The first claim materialises 3 (max_pending) and leases the first to a consumer that
+    // then dies; the fourth stays in the log (the backlog is full) and is purged.
+    const s1 = await connect(node.url, { token: other.token });
+    open.push(s1);
+    await s1.hello(sub, 1);
+    const first = await s1.nextOfType("event.deliver");
+    s1.ws.terminate();
+    await s1.closed;
+    await purge(other, "gap-owed", "5");
+    assert.equal((await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence, "3");
+    // Owed before the gap: two PENDING deliveries and the dead consumer's lease, whose
+    // events retention kept. A new consumer gets all three (the lease once it ran out, with
+    // a new epoch) and ACKs them; only then, with nothing owed before the gap, is it reported.
+    const s2 = await connect(node.url, { token: other.token });
+    open.push(s2);
+    await s2.hello(sub, 3);
+    const got: Frame[] = [];
+    for (;;) {
+      const f = await s2.next((x) => x.type === "event.deliver" || x.type === "error", 5000);
+      if (f.type === "error") {
+        assert.equal(f.error!.code, "EVENT_HISTORY_EXPIRED");
+        break;
+      }
+      got.push(f);
+      assert.equal((await s2.ack(f)).type, "ack");
+    }
+    assert.equal((await s2.closed).code, 1008);
+    assert.deepEqual(got.map((f) => f.body.event.aggregate_id).sort(), tasks.slice(0, 3).sort(), "everything owed before the gap, nothing past it");
+    const resent = got.find((f) => f.body.delivery.id === first.body.delivery.id)!;
+    assert.equal(resent.body.delivery.lease_epoch, "2");
+    const s = (await api2.get(`/v1/subscriptions/${sub}`)).json.data;
+    assert.equal(s.cursor_sequence, "3", "the cursor did not jump");
+    assert.equal(s.pending_count, 0);
+  });
 });

@@ -236,6 +236,20 @@ export async function selectLeasedTo(tx: Tx, ids: readonly string[], sessionIds:
   return new Set((rows as RowDataPacket[]).map((r) => r.id as string));
 }
 
+/**
+ * Takes a subscription; whether any of its deliveries is LEASED — a lease that may still
+ * be ACKed, or re-sent once it runs out. Read only by a claim that found a history gap
+ * and nothing to lease (domain/delivery-engine.ts historyGap): a key prefix of
+ * deliveries_state, stopping at the first row.
+ */
+export async function anyLeased(tx: Tx, subscriptionId: string): Promise<boolean> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    "SELECT 1 FROM deliveries FORCE INDEX (deliveries_state) WHERE subscription_id = ? AND state = 'LEASED' LIMIT 1",
+    [subscriptionId],
+  );
+  return rows.length > 0;
+}
+
 export interface ProofRow {
   id: string;
   subscription_id: string;
