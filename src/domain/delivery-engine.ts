@@ -250,24 +250,29 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
       );
       const leaseUntil = new Date(now.getTime() + r.leaseDurationMs);
       // Last round trip: the lease and COMMIT together; the frames go out only after it.
-      const res = (await commitWith(tx, leaseStatement(leases.map((l) => ({ id: l.row.id, sessionId: l.sessionId, digest: secretDigest(l.secret) })), leaseUntil))) as ResultSetHeader;
-      let granted = leases;
+      const committing = commitWith(tx, leaseStatement(leases.map((l) => ({ id: l.row.id, sessionId: l.sessionId, digest: secretDigest(l.secret) })), leaseUntil));
+      committing.catch(() => undefined); // awaited below; this only keeps a throw in between from leaving it unhandled
+      // Built while MariaDB runs the lease and its COMMIT, off the claim's serial path; none
+      // leaves this function before the COMMIT's answer, and only what it leased is sent.
+      const leaseUntilText = formatTimestamp(leaseUntil);
+      const built = leases.map((l) => ({
+        sessionId: l.sessionId,
+        lease: { delivery: leasedDelivery(r.subscriptionId, l.row, leaseUntilText), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) },
+      }));
+      const res = (await committing) as ResultSetHeader;
+      let granted = built;
       if (res.affectedRows !== leases.length) {
         // A late ACK (the latest proof of a recovered lease) took a row between the read
         // and the lease; the rest is leased and committed. Send only what was leased.
         const got = await selectLeasedTo(tx, leases.map((l) => l.row.id), sessionIds, leaseUntil);
-        granted = leases.filter((l) => got.has(l.row.id));
+        granted = built.filter((b) => got.has(b.lease.delivery.id));
       }
       counted.leased = granted.length;
-      const leaseUntilText = formatTimestamp(leaseUntil);
       return {
         paused: false,
         seats: r.seats.map((seat) => {
-          const mine = granted.filter((l) => l.sessionId === seat.sessionId);
-          return {
-            held: (held.get(seat.sessionId) ?? 0) + mine.length,
-            leases: mine.map((l) => ({ delivery: leasedDelivery(r.subscriptionId, l.row, leaseUntilText), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) })),
-          };
+          const mine = granted.filter((b) => b.sessionId === seat.sessionId).map((b) => b.lease);
+          return { held: (held.get(seat.sessionId) ?? 0) + mine.length, leases: mine };
         }),
       };
     },
