@@ -83,8 +83,16 @@ const ACTION_OPERATIONS: ReadonlySet<string> = new Set(
 function pathLayers(ctx: Context): readonly MatchedLayer[] {
   const layers = (ctx as Context & { matched?: MatchedLayer[] }).matched ?? [];
   const actions = layers.filter((l) => l.name !== undefined && ACTION_OPERATIONS.has(l.name));
-  return actions.length > 0 ? actions : layers;
+  if (actions.length > 0) return actions;
+  // An action no operation has (`/v1/tasks/{id}:retry`, `…:Cancel`) fits only the
+  // resource's template, with "{id}:retry" as the id — never an id (32 hex): an unknown
+  // path, 404 to every method. Read as the resource it was 405 with "Allow: HEAD, GET",
+  // and a GET then 404.
+  return ACTION_FORM.test(ctx.path) ? [] : layers;
 }
+
+/** A path whose last segment names an action after its id (`…/{id}:cancel`). */
+const ACTION_FORM = /\/[^/]*:[^/]*$/;
 
 /**
  * Whether the request is on another operation's action path, routed here only because its

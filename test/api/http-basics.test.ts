@@ -135,8 +135,8 @@ describe("HTTP basics", () => {
       const created = await create(validCreate(), [freshKey()]);
       assert.equal(created.status, 201, created.text);
       const sub = created.json.data.subscription.id as string;
-      // Read exactly, this is /v1/subscriptions/{id} (with an id that cannot exist): no POST there.
-      assertError(await configure(`/v1/subscriptions/${sub}:Configure`), 405, "METHOD_NOT_ALLOWED");
+      // Read exactly, no operation has the action ":Configure": an unknown path.
+      assertError(await configure(`/v1/subscriptions/${sub}:Configure`), 404, "NOT_FOUND");
       assertError(await configure(`/V1/subscriptions/${sub}:configure`), 404, "NOT_FOUND");
       assertError(await call({ method: "POST", path: "/v1/subscriptions/", headers: [freshKey()], body: validCreate() }), 404, "NOT_FOUND");
       assert.equal((await call({ path: `/v1/subscriptions/${sub}` })).json.data.revision, "1", "nothing was configured");
@@ -178,10 +178,18 @@ describe("HTTP basics", () => {
       }
       // The resource itself and its case variants keep their own methods.
       assert.equal((await call({ method: "PUT", path: `/v1/tasks/${ID}` })).headers.allow, "HEAD, GET");
-      const variant = await call({ method: "POST", path: `/v1/tasks/${ID}:Cancel` });
-      assertError(variant, 405, "METHOD_NOT_ALLOWED");
-      assert.equal(variant.headers.allow, "HEAD, GET");
-      assertError(await call({ path: `/v1/tasks/${ID}:Cancel` }), 404, "NOT_FOUND");
+      // An action no operation has — a case variant, another resource's action, a typo — is
+      // an unknown path to every method: 404 with no Allow (it was 405 "Allow: HEAD, GET"
+      // to POST, while a GET was 404).
+      for (const path of [`/v1/tasks/${ID}:Cancel`, `/v1/tasks/${ID}:retry`, `/v1/subscriptions/${ID}:cancel`, `/v1/tasks/${ID}:`, `/v1/worker/attempts/${ID}:heartbeat`]) {
+        for (const method of ["POST", "GET", "HEAD", "PUT"]) {
+          for (const res of [await call({ method, path, headers: [freshKey()], ...(method === "POST" ? { body: "{}" } : {}) }), await request(node.url, { method, path })]) {
+            assert.equal(res.status, 404, `${method} ${path}: ${res.text}`);
+            assert.equal(res.headers.allow, undefined, `${method} ${path}`);
+            if (method !== "HEAD") assertError(res, 404, "NOT_FOUND");
+          }
+        }
+      }
       // POST is still the action's: authentication, then the task's scope.
       assertError(await request(node.url, { method: "POST", path: `/v1/tasks/${ID}:cancel` }), 401, "UNAUTHENTICATED");
       assertError(await call({ method: "POST", path: `/v1/tasks/${ID}:cancel`, headers: [freshKey()], body: "{}" }), 404, "NOT_FOUND");
