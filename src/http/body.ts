@@ -18,7 +18,11 @@ export interface JsonBody extends StrictJsonResult {
 }
 
 export async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
-  const type = req.headers["content-type"];
+  // Node keeps the first of repeated Content-Type fields and drops the rest: a body
+  // labelled twice (text/plain, then application/json) is not labelled application/json.
+  const types = req.headersDistinct["content-type"] ?? [];
+  if (types.length > 1) throw new OrbitError("UNSUPPORTED_MEDIA_TYPE", "the body must be labelled application/json once: Content-Type is repeated");
+  const type = types[0];
   if (type === undefined || !JSON_TYPE.test(type)) throw new OrbitError("UNSUPPORTED_MEDIA_TYPE");
   // No content coding is decoded: a gzip body was read as if plain (compressed JSON got
   // "not valid UTF-8", plain JSON labelled gzip was taken). RFC 9110 §15.5.16: 415.

@@ -362,6 +362,20 @@ describe("HTTP basics", () => {
       assert.equal(ok.status, 201, ok.text);
     });
 
+    it("refuses a repeated Content-Type (415), whichever comes first", async () => {
+      // Node kept the first and dropped the rest: application/json then text/plain was taken.
+      for (const pair of [["application/json", "text/plain"], ["application/json", "application/json"], ["text/plain", "application/json"]]) {
+        const key = freshKey();
+        const res = await call({ method: "POST", path: "/v1/subscriptions", headers: [key, ...pair.map((t): [string, string] => ["Content-Type", t])], body: validCreate() });
+        assertError(res, 415, "UNSUPPORTED_MEDIA_TYPE");
+        assert.match(res.json.error.message, /repeated/, pair.join(", "));
+        assertContract("createSubscription", res);
+        // Nothing was written under the key: the same key with one label creates.
+        const once = await call({ method: "POST", path: "/v1/subscriptions", headers: [key], body: validCreate() });
+        assert.equal(once.status, 201, once.text);
+      }
+    });
+
     it("refuses a body with a content coding (415), rather than reading it as plain JSON", async () => {
       // gzip was read as if plain: compressed JSON got "the body is not valid UTF-8", and
       // plain JSON labelled gzip was taken.
