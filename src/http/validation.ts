@@ -2,24 +2,11 @@
 // field and the rule, never the value sent.
 import * as httpValidators from "../../generated/http/validators.js";
 import { invalidArgument } from "../wire/errors.js";
+import { patternRule } from "../wire/pattern-rules.js";
 
 export interface ValidateFn {
   (data: unknown): boolean;
   errors?: { instancePath: string; schemaPath?: string; keyword: string; params: Record<string, unknown>; message?: string }[] | null;
-}
-
-/**
- * Rules whose pattern is no message: ajv quotes the pattern, and Uint64String's is 467
- * characters of regular expression (cancel or resolve with expected_revision "01" answered
- * it all). Keyed by the contract's schema name in the error's schemaPath.
- */
-const PATTERN_RULES: Readonly<Record<string, string>> = {
-  Uint64String: "must be a canonical decimal uint64 (0 to 18446744073709551615; no sign, leading zero, fraction, exponent or whitespace)",
-};
-
-function patternRule(schemaPath: string | undefined): string | undefined {
-  const name = /#\/\$defs\/([A-Za-z0-9]+)\/pattern$/.exec(schemaPath ?? "")?.[1];
-  return name === undefined ? undefined : PATTERN_RULES[name];
 }
 
 const table = httpValidators as unknown as Record<string, ValidateFn | undefined>;

@@ -9,8 +9,9 @@ import type { ClientFrame, EventAck, EventsHello, EventsPing } from "../../gener
 import { MAX_JSON_DEPTH } from "../config/limits.js";
 import type { ErrorCode } from "../wire/errors.js";
 import { parseStrictJson } from "../wire/json.js";
+import { patternRule } from "../wire/pattern-rules.js";
 
-type Validate = ((d: unknown) => boolean) & { errors?: { instancePath: string; message?: string }[] | null };
+type Validate = ((d: unknown) => boolean) & { errors?: { instancePath: string; schemaPath?: string; keyword?: string; message?: string }[] | null };
 const validateClientFrame = (frameValidators as unknown as Record<string, Validate>).clientFrame!;
 
 const ID_RE = /^[0-9a-f]{32}$/;
@@ -80,7 +81,7 @@ export function parseStrictFrame(text: string): ParsedFrame {
       type: o.type,
       messageId: o.message_id,
       ...(typeof o.session_id === "string" ? { sessionId: o.session_id } : {}),
-      reason: `${at || "body"}: ${e?.message ?? "invalid"}`.slice(0, 200),
+      reason: `${at || "body"}: ${(e?.keyword === "pattern" ? patternRule(e.schemaPath) : undefined) ?? e?.message ?? "invalid"}`.slice(0, 200),
     };
   }
   return { kind: "frame", frame: o as unknown as ClientFrame };

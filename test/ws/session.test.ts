@@ -377,6 +377,19 @@ describe("event connections: guard and session", function () {
       }
       const bad = await s.ack({ delivery_id: ID, epoch: "1", lease_secret: "A".repeat(42) + "B" });
       assert.equal(bad.error!.code, "INVALID_ARGUMENT", "non-canonical base64url");
+      // The message states the rule in words; the validator's own quoted the pattern (the
+      // epoch's 467-character one, cut at 200).
+      const rules: [Record<string, string>, RegExp][] = [
+        [{ delivery_id: ID, epoch: "01", lease_secret: "A".repeat(43) }, /^epoch: must be a canonical decimal uint64 \(0 to 18446744073709551615;/],
+        [{ delivery_id: ID, epoch: "1", lease_secret: "x" }, /^lease_secret: must be the lease_secret as event\.deliver gave it/],
+        [{ delivery_id: "X", epoch: "1", lease_secret: "A".repeat(43) }, /^delivery_id: must be 32 lowercase hex characters$/],
+      ];
+      for (const [body, rule] of rules) {
+        const e = await s.ack(body as never);
+        assert.equal(e.error!.code, "INVALID_ARGUMENT");
+        assert.match(e.error!.message, rule);
+        assert.doesNotMatch(e.error!.message, /\[0-9|\^|\$/, "no pattern quoted");
+      }
       assert.equal((await s.ping()).type, "ack", "still open");
     });
 
