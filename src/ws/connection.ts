@@ -320,9 +320,15 @@ export class EventConnection implements Claimant {
     this.requestClaim();
   }
 
-  /** Asks the scheduler for a claim if this connection could take a delivery now. */
+  /**
+   * Asks the scheduler for a claim if this connection could take a delivery now: below the
+   * held count of its last claim, or below capacity by the client's own count. The held
+   * count goes stale when a lease of this connection runs out or is re-sent elsewhere
+   * (its late ACK is DELIVERY_LEASE_LOST): a full connection then waited for its recheck
+   * (one lease period, 30 s by default) to take new results. The claim reads it again.
+   */
   requestClaim(): void {
-    if (this.isBound && !this.paused && this.held < this.capacity) this.deps.scheduler.request(this);
+    if (this.isBound && !this.paused && (this.held < this.capacity || this.room() > 0)) this.deps.scheduler.request(this);
   }
 
   /**

@@ -188,6 +188,43 @@ describe("event delivery", function () {
     assert.equal(ok.body.epoch, "2");
   });
 
+  it("a full connection whose stale proof is DELIVERY_LEASE_LOST takes new results at once, not at its next recheck", async () => {
+    // A lease taken over by another connection no longer counts against this one. The
+    // node's own 30 s lease (the default) puts this connection's recheck 30 s away; the
+    // lease is run out by moving its deadline into the past, as 30 s would.
+    const slow = await startNode(db.url);
+    const at = async (sub: string) => {
+      const s = await connect(slow.url, { token: cred.token });
+      open.push(s);
+      assert.equal((await s.hello(sub, 1)).type, "events.welcome");
+      return s;
+    };
+    try {
+      const { q, sub } = await setup();
+      await results(q, 1);
+      const a = await at(sub);
+      const first = await a.nextOfType("event.deliver");
+      const c = await db.connect();
+      try {
+        await c.query("UPDATE deliveries SET lease_until = NOW(3) - INTERVAL 1 SECOND WHERE id = ?", [first.body.delivery.id]);
+      } finally {
+        await c.end();
+      }
+      const b = await at(sub);
+      const taken = await b.nextOfType("event.deliver");
+      assert.equal(taken.body.delivery.id, first.body.delivery.id, "recovered by the other connection");
+      assert.equal(taken.body.delivery.lease_epoch, "2");
+      assert.equal((await a.ack(first)).error!.code, "DELIVERY_LEASE_LOST");
+      const [next] = await results(q, 1);
+      const got = await a.nextOfType("event.deliver", 5000);
+      assert.equal(got.body.event.aggregate_id, next, "the connection that holds nothing any more takes it");
+      assert.equal((await a.ack(got)).type, "ack");
+      assert.equal((await b.ack(taken)).type, "ack");
+    } finally {
+      await slow.stop();
+    }
+  });
+
   it("accepts a late ACK with the latest proof when no newer epoch replaced it", async () => {
     const { q, sub } = await setup();
     await results(q, 1);
