@@ -3,15 +3,16 @@
 // business effect, and commits; only then does the SDK ACK. A duplicate delivery (after
 // a crash, a lost ACK answer, an expired lease) finds the event in the inbox, skips the
 // effect and is ACKed with its new proof. Killing this process at any moment loses
-// nothing and applies nothing twice.
+// nothing and applies nothing twice. At a stop it saves the proofs whose ACK was not
+// confirmed, and the next run ACKs with them (spec §7).
 //
 // Environment: ORBIT_URL, ORBIT_TOKEN, SUBSCRIPTION_ID, INBOX_DATABASE_URL
 // (default mysql://root@127.0.0.1:3306/orbit_inbox_example), CAPACITY (default 8).
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import mysql from "mysql2/promise";
-import type { ResultSetHeader } from "mysql2/promise";
-import { Consumer, type ResultEvent } from "orbit";
+import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
+import { Consumer, type Proof, type ResultEvent } from "orbit";
 
 const INBOX_URL = process.env.INBOX_DATABASE_URL ?? "mysql://root@127.0.0.1:3306/orbit_inbox_example";
 
@@ -30,7 +31,43 @@ export async function openInbox(url = INBOX_URL): Promise<mysql.Pool> {
   // The business effect: a counter per outcome. Not idempotent by itself, on purpose.
   await pool.query(`CREATE TABLE IF NOT EXISTS outcome_totals (
     state VARCHAR(16) NOT NULL PRIMARY KEY, n BIGINT UNSIGNED NOT NULL) ENGINE = InnoDB`);
+  // ACK proofs whose answer never came, saved at stop for the next run (spec §7).
+  await pool.query(`CREATE TABLE IF NOT EXISTS unconfirmed_proofs (
+    subscription_id CHAR(32) NOT NULL, delivery_id CHAR(32) NOT NULL, epoch VARCHAR(20) NOT NULL,
+    lease_secret CHAR(43) NOT NULL, PRIMARY KEY (subscription_id, delivery_id)) ENGINE = InnoDB`);
   return pool;
+}
+
+/** The proofs the last run of this subscription's consumer could not get confirmed. */
+export async function loadProofs(pool: mysql.Pool, subscriptionId: string): Promise<Proof[]> {
+  const [rows] = await pool.query<RowDataPacket[]>(
+    "SELECT delivery_id, epoch, lease_secret FROM unconfirmed_proofs WHERE subscription_id = ?",
+    [subscriptionId],
+  );
+  return rows.map((r) => ({ delivery_id: r.delivery_id as string, epoch: r.epoch as string, lease_secret: r.lease_secret as string }));
+}
+
+/**
+ * Replaces the saved proofs with those still unconfirmed, in one local transaction: the
+ * ones the last run was given and this one got confirmed go, so the table never grows.
+ */
+export async function saveProofs(pool: mysql.Pool, subscriptionId: string, proofs: readonly Proof[]): Promise<void> {
+  const conn = await pool.getConnection();
+  try {
+    await conn.beginTransaction();
+    await conn.query("DELETE FROM unconfirmed_proofs WHERE subscription_id = ?", [subscriptionId]);
+    if (proofs.length > 0) {
+      await conn.query("INSERT INTO unconfirmed_proofs (subscription_id, delivery_id, epoch, lease_secret) VALUES ?", [
+        proofs.map((p) => [subscriptionId, p.delivery_id, p.epoch, p.lease_secret]),
+      ]);
+    }
+    await conn.commit();
+  } catch (e) {
+    await conn.rollback().catch(() => undefined);
+    throw e;
+  } finally {
+    conn.release();
+  }
 }
 
 /** Applies one event exactly once; returns false when it was already in the inbox. */
@@ -60,7 +97,15 @@ async function main(): Promise<void> {
   const { ORBIT_URL = "http://127.0.0.1:8080", ORBIT_TOKEN, SUBSCRIPTION_ID } = process.env;
   if (!ORBIT_TOKEN || !SUBSCRIPTION_ID) throw new Error("set ORBIT_TOKEN and SUBSCRIPTION_ID");
   const pool = await openInbox();
+  // Spec §7: a client closing first finishes its own durable save and keeps its
+  // un-reconciled ACK proofs. An event whose effect this run committed but whose ACK went
+  // unanswered is ACKed with its saved proof as soon as the next run connects, instead of
+  // being delivered again when its lease runs out (30 s by default), an attempt of its
+  // budget spent. A SIGKILL saves nothing and loses nothing: the delivery comes back and
+  // the inbox skips it. A proof replaced meanwhile is answered DELIVERY_LEASE_LOST and
+  // dropped by the SDK; the redelivery carries the new one.
   const consumer = new Consumer({
+    proofs: await loadProofs(pool, SUBSCRIPTION_ID),
     baseUrl: ORBIT_URL,
     token: ORBIT_TOKEN,
     subscriptionId: SUBSCRIPTION_ID,
@@ -75,6 +120,7 @@ async function main(): Promise<void> {
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   const end = await consumer.done;
+  await saveProofs(pool, SUBSCRIPTION_ID, consumer.unconfirmedProofs());
   await pool.end();
   if (!end.stopped) {
     process.stderr.write(`inbox consumer stopped: ${end.error.message}\n`);

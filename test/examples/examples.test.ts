@@ -7,7 +7,10 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import mysql from "mysql2/promise";
+import { client } from "../helpers/api.js";
+import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
+import { cancelledResults } from "../helpers/fixtures.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
 
@@ -21,6 +24,7 @@ function run(script: string, env: Record<string, string>): Promise<{ code: numbe
 
 const PROTOCOL_EXAMPLE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../examples/protocol.js");
 const INBOX_DEMO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../examples/inbox/demo.js");
+const INBOX_CONSUMER = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../examples/inbox/consumer.js");
 
 /** Runs the protocol example against `url` with a credential and queue of the test's; `killed` when it was still waiting after `timeoutMs`. */
 function runProtocol(url: string, cred: BootstrapOutput, timeoutMs: number): Promise<{ code: number | null; killed: boolean; out: string }> {
@@ -199,6 +203,59 @@ describe("examples", function () {
     assert.equal(signal, null, `the demo was still waiting after 60 s: ${out}`);
     assert.equal(code, 1, out);
     assert.match(out, /inbox demo failed: the consumer exited \(SIGKILL\) with \d+ of 200 events in the inbox/);
+  });
+
+  it("inbox: saves at stop the proofs whose ACK was not confirmed, and ACKs with them when it starts again (§7)", async () => {
+    // A 30 s lease (the default): nothing is re-sent meanwhile, so what ACKs is the saved proof.
+    const longLease = await startNode(db.url);
+    const proxy = await startProxy(longLease.port);
+    const cred = await bootstrap(db.url, { namespace: "inbox-proofs", application: "app", queues: ["q"], eventAccess: true });
+    const api = client(longLease.url, cred.token);
+    const q = cred.queues[0]!.id;
+    const sub = (await api.post("/v1/subscriptions", { name: "inbox", queue_id: q })).json.data.subscription.id as string;
+    const inboxName = `orbit_t_inbox_proofs_${process.pid}`;
+    const inbox = await mysql.createConnection({ uri: MYSQL_SERVER });
+    /** A number the inbox database holds (0 while the consumer has not made its tables yet). */
+    const inboxNumber = (sql: string, params: unknown[] = []) =>
+      inbox.query(sql, params).then(([rows]) => Number((rows as { n: number }[])[0]!.n), () => 0);
+    const proofsSaved = () => inboxNumber(`SELECT COUNT(*) AS n FROM \`${inboxName}\`.unconfirmed_proofs WHERE subscription_id = ?`, [sub]);
+    const states = async () => (await db.query("SELECT state, lease_epoch, attempts FROM deliveries WHERE subscription_id = ?", [sub])).map((r) => `${r.state} ${r.lease_epoch} ${r.attempts}`);
+    const start = (url: string) => {
+      const child = spawn(process.execPath, [INBOX_CONSUMER], {
+        env: { ...process.env, ORBIT_URL: url, ORBIT_TOKEN: cred.token, SUBSCRIPTION_ID: sub, INBOX_DATABASE_URL: `${MYSQL_SERVER}/${inboxName}`, CAPACITY: "8" },
+      });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+      child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+      const exited = once(child, "exit") as Promise<[number | null, string | null]>;
+      return { child, exited, out: () => out };
+    };
+    try {
+      proxy.muteClientWhen("event.ack"); // the ACKs never reach the node: unconfirmed at stop
+      const first = start(proxy.url);
+      await cancelledResults(api, q, 3);
+      await until(async () => (await states()).length === 3 && (await inboxNumber(`SELECT COUNT(*) AS n FROM \`${inboxName}\`.inbox`)) === 3);
+      first.child.kill("SIGTERM");
+      assert.deepEqual((await first.exited)[0], 0, first.out());
+      assert.deepEqual(await states(), ["LEASED 1 1", "LEASED 1 1", "LEASED 1 1"], "their ACKs never arrived");
+      assert.equal(await proofsSaved(), 3, "saved at stop");
+      // A saved proof no delivery has (it could be one replaced meanwhile): DELIVERY_LEASE_LOST, dropped.
+      await inbox.query(`INSERT INTO \`${inboxName}\`.unconfirmed_proofs VALUES (?, ?, '1', ?)`, [sub, "0".repeat(32), "A".repeat(43)]);
+
+      const second = start(longLease.url);
+      await until(async () => (await states()).every((x) => x.startsWith("ACKED")));
+      assert.deepEqual(await states(), ["ACKED 1 1", "ACKED 1 1", "ACKED 1 1"], "ACKed with the saved proofs: no re-send, no attempt spent");
+      second.child.kill("SIGTERM");
+      assert.equal((await second.exited)[0], 0, second.out());
+      assert.doesNotMatch(second.out(), /applied|duplicate/, "nothing was delivered again");
+      assert.equal(await proofsSaved(), 0, "confirmed or dead, none kept");
+      assert.equal(await inboxNumber(`SELECT SUM(n) AS n FROM \`${inboxName}\`.outcome_totals`), 3, "each effect once");
+    } finally {
+      await inbox.query(`DROP DATABASE IF EXISTS \`${inboxName}\``);
+      await inbox.end();
+      await proxy.close();
+      await longLease.stop();
+    }
   });
 
   it("inbox: killed halfway, every event is applied once", async () => {
