@@ -97,18 +97,30 @@ async function main(): Promise<void> {
   const { ORBIT_URL = "http://127.0.0.1:8080", ORBIT_TOKEN, SUBSCRIPTION_ID } = process.env;
   if (!ORBIT_TOKEN || !SUBSCRIPTION_ID) throw new Error("set ORBIT_TOKEN and SUBSCRIPTION_ID");
   const pool = await openInbox();
+  try {
+    await consume(pool, ORBIT_URL, ORBIT_TOKEN, SUBSCRIPTION_ID);
+  } finally {
+    // However the run ends — a saved proof or an id the SDK refuses, a refused token, a
+    // failed save — the pool is closed: its idle connections would keep the process alive
+    // for ever, and a supervisor waiting for it to exit would wait with it.
+    await pool.end();
+  }
+}
+
+async function consume(pool: mysql.Pool, baseUrl: string, token: string, subscriptionId: string): Promise<void> {
   // Spec §7: a client closing first finishes its own durable save and keeps its
   // un-reconciled ACK proofs. An event whose effect this run committed but whose ACK went
   // unanswered is ACKed with its saved proof as soon as the next run connects, instead of
   // being delivered again when its lease runs out (30 s by default), an attempt of its
   // budget spent. A SIGKILL saves nothing and loses nothing: the delivery comes back and
   // the inbox skips it. A proof replaced meanwhile is answered DELIVERY_LEASE_LOST and
-  // dropped by the SDK; the redelivery carries the new one.
+  // dropped by the SDK; the redelivery carries the new one. A saved row the SDK refuses
+  // (edited by hand) ends the run before it connects and stays for an operator to read.
   const consumer = new Consumer({
-    proofs: await loadProofs(pool, SUBSCRIPTION_ID),
-    baseUrl: ORBIT_URL,
-    token: ORBIT_TOKEN,
-    subscriptionId: SUBSCRIPTION_ID,
+    proofs: await loadProofs(pool, subscriptionId),
+    baseUrl,
+    token,
+    subscriptionId,
     capacity: Number(process.env.CAPACITY ?? 8),
     onError: (e) => process.stderr.write(`inbox consumer: ${e instanceof Error ? e.message : String(e)}\n`),
     handler: async (event) => {
@@ -120,8 +132,7 @@ async function main(): Promise<void> {
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   const end = await consumer.done;
-  await saveProofs(pool, SUBSCRIPTION_ID, consumer.unconfirmedProofs());
-  await pool.end();
+  await saveProofs(pool, subscriptionId, consumer.unconfirmedProofs());
   if (!end.stopped) {
     process.stderr.write(`inbox consumer stopped: ${end.error.message}\n`);
     process.exitCode = 1;

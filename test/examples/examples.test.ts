@@ -258,6 +258,35 @@ describe("examples", function () {
     }
   });
 
+  it("inbox: exits 1, not waits for ever, when a saved proof is malformed, and keeps the row", async () => {
+    const cred = await bootstrap(db.url, { namespace: "inbox-bad-proof", application: "app", queues: ["q"], eventAccess: true });
+    const sub = (await client(node.url, cred.token).post("/v1/subscriptions", { name: "inbox", queue_id: cred.queues[0]!.id })).json.data.subscription.id as string;
+    const inboxName = `orbit_t_inbox_bad_${process.pid}`;
+    const inbox = await mysql.createConnection({ uri: MYSQL_SERVER });
+    try {
+      await inbox.query(`CREATE DATABASE \`${inboxName}\``);
+      await inbox.query(`CREATE TABLE \`${inboxName}\`.unconfirmed_proofs (subscription_id CHAR(32) NOT NULL, delivery_id CHAR(32) NOT NULL,
+        epoch VARCHAR(20) NOT NULL, lease_secret CHAR(43) NOT NULL, PRIMARY KEY (subscription_id, delivery_id)) ENGINE = InnoDB`);
+      // Edited by hand: a lease secret no delivery could have had.
+      await inbox.query(`INSERT INTO \`${inboxName}\`.unconfirmed_proofs VALUES (?, ?, '1', 'not a secret')`, [sub, "0".repeat(32)]);
+      const r = await new Promise<{ code: number | null; killed: boolean; out: string }>((resolve) => {
+        const childEnv = { ...process.env, ORBIT_URL: node.url, ORBIT_TOKEN: cred.token, SUBSCRIPTION_ID: sub, INBOX_DATABASE_URL: `${MYSQL_SERVER}/${inboxName}` };
+        execFile(process.execPath, [INBOX_CONSUMER], { env: childEnv, timeout: 20000 }, (err, stdout, stderr) => {
+          const e = err as (Error & { code?: number; killed?: boolean }) | null;
+          resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, killed: Boolean(e?.killed), out: stdout + stderr });
+        });
+      });
+      assert.equal(r.killed, false, `still running after 20 s: ${r.out}`);
+      assert.equal(r.code, 1, r.out);
+      assert.match(r.out, /proofs must be \{delivery_id, epoch, lease_secret\}/);
+      const [rows] = await inbox.query(`SELECT lease_secret FROM \`${inboxName}\`.unconfirmed_proofs`);
+      assert.deepEqual(rows, [{ lease_secret: "not a secret" }], "the row is kept for an operator to read");
+    } finally {
+      await inbox.query(`DROP DATABASE IF EXISTS \`${inboxName}\``);
+      await inbox.end();
+    }
+  });
+
   it("inbox: killed halfway, every event is applied once", async () => {
     const r = await run("example:inbox", { ...env, RESULTS: "20" });
     assert.equal(r.code, 0, r.out);
