@@ -8,6 +8,7 @@ import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../h
 import { client, waitSequenced, type Client } from "../helpers/api.js";
 import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
 import { connect, type TestSocket } from "../helpers/ws.js";
+import { request } from "../helpers/http.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Well under the 30 s recheck: only a wake-up delivers this soon. */
@@ -114,6 +115,21 @@ describe("event connections on another node, at their next ping", function () {
   let api: Client;
   const open: TestSocket[] = [];
   const deliveries = (s: TestSocket) => s.frames.filter((f) => f.type === "event.deliver");
+  /** Until the node has no claim running or waiting and has started none for 300 ms. */
+  async function claimsSettled(node: OrbitNode): Promise<void> {
+    const read = async () => {
+      const text = (await request(node.url, { path: "/metrics" })).text;
+      const value = (name: string) => Number(new RegExp(`^${name} (\\d+)`, "m").exec(text)?.[1] ?? NaN);
+      return { count: value("orbit_claim_duration_seconds_count"), busy: value("orbit_claims_in_flight") + value("orbit_claims_waiting") };
+    };
+    for (let last = await read(), end = Date.now() + SOON_MS; ; ) {
+      await sleep(300);
+      const now = await read();
+      if (now.busy === 0 && last.busy === 0 && now.count === last.count) return;
+      assert.ok(Date.now() < end, "node B's claims settle");
+      last = now;
+    }
+  }
 
   before(async () => {
     db = await freshDatabase("ws_wake_nodes");
@@ -149,6 +165,10 @@ describe("event connections on another node, at their next ping", function () {
     await cancelledResults(api, q, 1);
     const e = await s.nextOfType("event.deliver", SOON_MS);
     assert.equal((await s.ack(e)).type, "ack");
+    // The ACK freed room, so the connection claims again at once; a claim that ran after
+    // the retry below would rightly lease it (1 of ~20 runs on a busy machine). Only a
+    // claim that wakes up later is the ping's signal: wait for node B's claims to settle.
+    await claimsSettled(b);
     const detail = (await api.get(`/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}`)).json.data.delivery;
     assert.equal(detail.state, "EXPIRED");
     const retried = await api.post(`/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}:retry`, {
