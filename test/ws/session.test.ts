@@ -56,6 +56,21 @@ describe("event connections: guard and session", function () {
       await expectRefusal({ token: `orbit_${ID}_${"A".repeat(43)}` }, 401, "UNAUTHENTICATED");
       const readOnly = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["events:read", "events:manage"], queueIds: [cred.queues[0]!.id] });
       await expectRefusal({ token: readOnly.token }, 403, "PERMISSION_DENIED");
+      // §5 (the original): 读权限不能替代消费权限，消费权限也不隐含读取所有历史的权限. A credential that
+      // manages and consumes its own subscription, without events:read, connects and is
+      // welcomed, and reads none of its history.
+      const consumer = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["events:manage", "events:consume"], queueIds: [cred.queues[0]!.id] });
+      const consumerApi = client(node.url, consumer.token);
+      const own = await consumerApi.post("/v1/subscriptions", { name: `consume-only-${Date.now()}`, queue_id: cred.queues[0]!.id });
+      assert.equal(own.status, 201, own.text);
+      const ownId = own.json.data.subscription.id as string;
+      const s = await conn({ token: consumer.token });
+      assert.equal((await s.hello(ownId, 1)).type, "events.welcome");
+      for (const path of [`/v1/subscriptions/${ownId}/deliveries`, `/v1/subscriptions/${ownId}/deliveries/${ID}`, `/v1/subscriptions/${ownId}`]) {
+        const res = await consumerApi.get(path);
+        assert.equal(res.status, 403, `${path}: ${res.text}`);
+        assert.equal(res.json.error.code, "PERMISSION_DENIED");
+      }
       await expectRefusal({ token: cred.token, headers: { Origin: "https://evil.example" } }, 403, "PERMISSION_DENIED");
       const crossOrigin = await expectRefusal({ token: cred.token, headers: { Origin: "null" } }, 403, "PERMISSION_DENIED");
       // Each refusal says why: these said "the credential lacks the action this needs" (a
@@ -259,6 +274,22 @@ describe("event connections: guard and session", function () {
       }
     });
 
+    it("checks the subscription's queue scope at hello too, not only its owner: the owner without the queue gets NOT_FOUND, then closes", async () => {
+      // §5 (the original): 随后 hello 再校验具体订阅所有者和队列范围. No call of the API narrows a
+      // credential, so its queue scope is changed by hand.
+      const owner = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["kept", "dropped"], eventAccess: true });
+      const dropped = owner.queues[1]!.id; // "kept" stays in its scope
+      const mine = (await client(node.url, owner.token).post("/v1/subscriptions", { name: `scoped-${Date.now()}`, queue_id: dropped })).json.data.subscription.id;
+      const before = await conn({ token: owner.token });
+      assert.equal((await before.hello(mine, 1)).type, "events.welcome", "in scope: welcomed");
+      await db.query("DELETE FROM credential_queues WHERE credential_id = ? AND queue_id = ?", [owner.credential_id, dropped]);
+      const s = await conn({ token: owner.token });
+      const reply = await s.hello(mine, 1);
+      assert.equal(reply.error?.code, "NOT_FOUND", JSON.stringify(reply));
+      assert.equal(reply.session_id, undefined);
+      assert.equal((await s.closed).code, 1008);
+    });
+
     it("closes with 1008 when no hello comes in time", async () => {
       const s = await conn();
       const started = Date.now();
@@ -362,6 +393,11 @@ describe("event connections: guard and session", function () {
       const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
       await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "pause" });
       assert.equal((await s.ping()).body.enabled, false, "a paused subscription still connects and heartbeats");
+      // §7 (the original): 暂停中的订阅仍能连接: a new connection is welcomed, and told it is paused.
+      const late = await conn();
+      const w = await late.hello(sub, 1);
+      assert.deepEqual([w.type, w.body?.enabled], ["events.welcome", false], JSON.stringify(w));
+      assert.equal((await late.ping()).body.enabled, false);
       await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: (BigInt(cur.revision) + 1n).toString(), enabled: true, reason: "resume" });
       assert.equal((await s.ping()).body.enabled, true);
     });
