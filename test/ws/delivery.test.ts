@@ -7,7 +7,7 @@ import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, waitSequenced, type Client } from "../helpers/api.js";
 import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
-import { connect, type Frame, type TestSocket } from "../helpers/ws.js";
+import { connect, mid, type Frame, type TestSocket } from "../helpers/ws.js";
 
 const LEASE_MS = 700;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -151,6 +151,31 @@ describe("event delivery", function () {
     } finally {
       await c.end();
     }
+  });
+
+  it("uses message_id only to correlate: two ACKs under one message_id are each taken by their proof, a proof under a new one is deduplicated", async () => {
+    // §5 (the original): message_id 只用于相关性；ACK 的持久化去重依据是交付 ID、代次和秘密.
+    const { q, sub } = await setup();
+    await results(q, 2);
+    const s = await consumer(sub, 2);
+    const a = await s.nextOfType("event.deliver");
+    const b = await s.nextOfType("event.deliver");
+    const id = mid();
+    const ackUnder = (d: Frame) => ({
+      protocol_version: "1", type: "event.ack", message_id: id, session_id: s.sessionId,
+      body: { delivery_id: d.body.delivery.id, epoch: d.body.delivery.lease_epoch, lease_secret: d.body.lease_secret },
+    });
+    s.send(ackUnder(a));
+    const ra = await s.next((f) => f.reply_to === id);
+    s.send(ackUnder(b));
+    const rb = await s.next((f) => f.reply_to === id);
+    assert.deepEqual([ra.type, ra.body?.delivery_id, ra.body?.deduplicated], ["ack", a.body.delivery.id, false], JSON.stringify(ra));
+    assert.deepEqual([rb.type, rb.body?.delivery_id, rb.body?.deduplicated], ["ack", b.body.delivery.id, false], `a message_id seen before is no replay: ${JSON.stringify(rb)}`);
+    assert.ok(ra.message_id !== id && rb.message_id !== id && ra.message_id !== rb.message_id, "each answer has a new message_id");
+    assert.equal((await row(b.body.delivery.id)).state, "ACKED");
+    const again = await s.ack(a);
+    assert.deepEqual([again.type, again.body?.deduplicated, again.body?.acknowledged_at], ["ack", true, ra.body!.acknowledged_at], "the proof, not the message_id, is what dedupes");
+    assert.equal((await api.get(`/v1/subscriptions/${sub}`)).json.data.pending_count, 0);
   });
 
   it("never lets a connection hold more than its capacity, nor materialises past max_pending", async () => {
