@@ -108,8 +108,8 @@ async function main(): Promise<void> {
 }
 
 async function consume(pool: mysql.Pool, baseUrl: string, token: string, subscriptionId: string): Promise<void> {
-  // Spec §7: a client closing first finishes its own durable save and keeps its
-  // un-reconciled ACK proofs. An event whose effect this run committed but whose ACK went
+  // Spec §7: a client closing first finishes its own durable save and saves its
+  // un-reconciled ACK proofs, then closes. An event whose effect this run committed but whose ACK went
   // unanswered is ACKed with its saved proof as soon as the next run connects, instead of
   // being delivered again when its lease runs out (30 s by default), an attempt of its
   // budget spent. A SIGKILL saves nothing and loses nothing: the delivery comes back and
@@ -128,11 +128,19 @@ async function consume(pool: mysql.Pool, baseUrl: string, token: string, subscri
       process.stdout.write(`${fresh ? "applied" : "duplicate, skipped"} ${event.id} #${event.sequence} ${event.type}\n`);
     },
   }).start();
-  const stop = () => void consumer.stop({ deadlineMs: 5000 });
+  // At a stop the proofs are saved before the connection closes (spec §7, the original:
+  // 保存未核对 ACK 的证明，再关闭连接); a failed save is stop()'s rejection, thrown here.
+  let stopping: Promise<unknown> | undefined;
+  const stop = () => {
+    stopping ??= consumer.stop({ deadlineMs: 5000, saveProofs: (proofs) => saveProofs(pool, subscriptionId, proofs) });
+    stopping.catch(() => undefined); // awaited below, after `done`
+  };
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   const end = await consumer.done;
-  await saveProofs(pool, subscriptionId, consumer.unconfirmedProofs());
+  // Ended by the node instead (a code the SDK does not retry): its connection is closed already.
+  if (stopping) await stopping;
+  else await saveProofs(pool, subscriptionId, consumer.unconfirmedProofs());
   if (!end.stopped) {
     process.stderr.write(`inbox consumer stopped: ${end.error.message}\n`);
     process.exitCode = 1;

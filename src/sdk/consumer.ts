@@ -44,6 +44,17 @@ const PROOF_ID = /^[0-9a-f]{32}$/;
 const PROOF_EPOCH = /^(?:0|[1-9][0-9]{0,19})$/;
 const PROOF_SECRET = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 
+export interface StopOptions {
+  /** How long running handlers and the unconfirmed ACKs get (default 10000 ms). */
+  readonly deadlineMs?: number;
+  /**
+   * Saves the proofs whose ACK is still unconfirmed, durably, with the application's
+   * results (spec §7); called once, after the drain and before the close, also with none.
+   * Give them to the next Consumer as `proofs`.
+   */
+  readonly saveProofs?: (proofs: Proof[]) => Promise<void>;
+}
+
 /** Why the consumer ended: stop() was called, or a code it must not retry. */
 export type StopReason = { readonly stopped: true } | { readonly stopped: false; readonly error: OrbitEventError };
 
@@ -206,9 +217,11 @@ export class Consumer {
 
   /**
    * A bounded drain: take no new deliveries, let running handlers finish (at most
-   * deadlineMs), send their ACKs, then close.
+   * deadlineMs), send their ACKs, give the proofs still unconfirmed to `saveProofs`, then
+   * close. Spec §7 (the original): 先完成自己的本地持久化、保存未核对 ACK 的证明，再关闭连接 — the
+   * save comes before the close, and its failure is stop()'s rejection, after the close.
    */
-  async stop(o: { deadlineMs?: number } = {}): Promise<StopReason> {
+  async stop(o: StopOptions = {}): Promise<StopReason> {
     this.draining = true;
     this.waiting = [];
     const deadlineMs = o.deadlineMs ?? 10_000;
@@ -219,10 +232,23 @@ export class Consumer {
     await Promise.race([Promise.all([...this.running]), deadline]);
     const conn = this.conn;
     if (conn?.isOpen && this.unconfirmed.size > 0) await Promise.race([this.resendAcks(), deadline]);
+    // The application's own durable save, not bounded by the deadline: closing first left
+    // the proofs only in memory once the connection was gone (a crash then lost them).
+    let saveFailed = false;
+    let saveError: unknown;
+    if (o.saveProofs) {
+      try {
+        await o.saveProofs(this.unconfirmedProofs());
+      } catch (e) {
+        saveFailed = true;
+        saveError = e;
+      }
+    }
     // The close handshake gets what is left of the deadline, and at least 1 s: a node that
     // never answers the close frame held stop() for ws's 30 s closing timeout.
     await conn?.close(1000, "consumer stopping", Math.max(CLOSE_AT_LEAST_MS, until - Date.now()));
     this.wake?.();
+    if (saveFailed) throw saveError;
     return this.done;
   }
 

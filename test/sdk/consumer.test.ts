@@ -7,7 +7,7 @@ import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } fr
 import { client, makeCredential, waitSequenced, type Client } from "../helpers/api.js";
 import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
 import { startProxy } from "../helpers/proxy.js";
-import { Consumer, EventConnection, OrbitEventError, type Delivery } from "../../src/sdk/index.js";
+import { Consumer, EventConnection, OrbitEventError, type Delivery, type Proof } from "../../src/sdk/index.js";
 
 const LEASE_MS = 800;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -466,9 +466,21 @@ describe("event SDK", function () {
         await sleep(300);
         await results(q, 1);
         await until(() => handled === 1 && first.pendingAcks === 1);
-        await first.stop({ deadlineMs: 300 });
-        const saved = first.unconfirmedProofs();
+        // 保存未核对 ACK 的证明，再关闭连接: the save comes while the connection is still open.
+        const saves: { proofs: Proof[]; closedAt: unknown[] }[] = [];
+        await first.stop({
+          deadlineMs: 300,
+          saveProofs: async (proofs) => {
+            await sleep(300); // a close sent before the save would be recorded by now
+            const rows = await db.query("SELECT closed_at FROM event_sessions WHERE subscription_id = ?", [sub]);
+            saves.push({ proofs, closedAt: rows.map((r) => r.closed_at) });
+          },
+        });
+        assert.equal(saves.length, 1, "saveProofs is called once, at stop");
+        assert.deepEqual(saves[0]!.closedAt, [null], "saved before the close: the node still had the session open");
+        const saved = saves[0]!.proofs;
         assert.equal(saved.length, 1, "the proof to save");
+        assert.deepEqual(first.unconfirmedProofs(), saved);
         assert.deepEqual(await states(sub), { LEASED: 1 }, "its ACK never arrived");
         let redelivered = 0;
         const second = new Consumer({
@@ -479,7 +491,9 @@ describe("event SDK", function () {
         assert.equal(redelivered, 0, "ACKed with the saved proof, not delivered again");
         const [row] = await db.query("SELECT lease_epoch, attempts FROM deliveries WHERE subscription_id = ?", [sub]);
         assert.deepEqual([String(row.lease_epoch), row.attempts], ["1", 1], "no attempt of the budget spent on a redelivery");
-        await second.stop();
+        // A failed save is stop()'s rejection, after the close: the consumer still ends.
+        await assert.rejects(second.stop({ saveProofs: async () => Promise.reject(new Error("inbox unavailable")) }), /inbox unavailable/);
+        assert.deepEqual(await second.done, { stopped: true });
         assert.throws(
           () => new Consumer({ baseUrl: longLease.url, token: cred.token, subscriptionId: sub, proofs: [{ delivery_id: "x", epoch: "1", lease_secret: "y" }], handler: async () => {} }),
           RangeError,
