@@ -346,6 +346,25 @@ describe("deliveries", function () {
     }
   });
 
+  it("takes a late ACK of the latest proof after its lease ran out and a claim made it PENDING again, before any re-send", async () => {
+    // §6 (the original): 租约到期后，最新证明若尚未被新代次替换，仍可迟到确认 — also once recovery made
+    // it PENDING: only a new send (a new epoch) replaces the proof.
+    const s = await subscription({ max_pending: 1, max_attempts: 5 });
+    const [l] = (await claimOne(pool, session(s.id, 1, 150))).leases;
+    assert.ok(l);
+    await sleep(250);
+    await claimOne(pool, session(s.id, 0)); // recovers it: PENDING again, epoch 1 kept, nothing sent
+    const path = `/v1/subscriptions/${s.id}/deliveries/${l.delivery.id}`;
+    const recovered = (await api.get(path)).json.data.delivery;
+    assert.deepEqual([recovered.state, recovered.lease_epoch], ["PENDING", "1"]);
+    const [late] = await ack(claimPool, who(s.id), [proof(l)]);
+    assert.ok(late?.ok && !late.deduplicated, JSON.stringify(late));
+    const acked = (await api.get(path)).json.data.delivery;
+    assert.deepEqual([acked.state, acked.lease_epoch, acked.attempts], ["ACKED", "1", 1]);
+    const next = await claimOne(pool, session(s.id, 1));
+    assert.ok(!next.leases.some((x) => x.delivery.id === l.delivery.id), "an ACKED delivery is not sent again");
+  });
+
   it("counts a connection's lease that ran out as no longer held: the claim that recovers it re-sends it to that connection", async () => {
     // The held count was read before the claim's own recovery: a connection at capacity
     // whose lease ran out got nothing from the claim that made it PENDING again, and only
