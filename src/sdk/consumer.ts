@@ -49,8 +49,9 @@ export interface StopOptions {
   readonly deadlineMs?: number;
   /**
    * Saves the proofs whose ACK is still unconfirmed, durably, with the application's
-   * results (spec §7); called once, after the drain and before the close, also with none.
-   * Give them to the next Consumer as `proofs`.
+   * results (spec §7); called once, after the drain and before the close, also with none,
+   * and given what is left of the deadline, at least 1 s. Give them to the next Consumer
+   * as `proofs`.
    */
   readonly saveProofs?: (proofs: Proof[]) => Promise<void>;
 }
@@ -232,16 +233,25 @@ export class Consumer {
     await Promise.race([Promise.all([...this.running]), deadline]);
     const conn = this.conn;
     if (conn?.isOpen && this.unconfirmed.size > 0) await Promise.race([this.resendAcks(), deadline]);
-    // The application's own durable save, not bounded by the deadline: closing first left
-    // the proofs only in memory once the connection was gone (a crash then lost them).
+    // The application's save, before the close: closing first left the proofs only in
+    // memory once the connection was gone (a crash then lost them). Bounded like the close
+    // handshake (what is left of the deadline, at least 1 s): a save that hangs must not
+    // hold stop() for ever; the proofs stay in unconfirmedProofs().
     let saveFailed = false;
     let saveError: unknown;
     if (o.saveProofs) {
+      const budgetMs = Math.max(CLOSE_AT_LEAST_MS, until - Date.now());
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`saveProofs did not finish within ${budgetMs} ms`)), budgetMs);
+      });
       try {
-        await o.saveProofs(this.unconfirmedProofs());
+        await Promise.race([o.saveProofs(this.unconfirmedProofs()), late]);
       } catch (e) {
         saveFailed = true;
         saveError = e;
+      } finally {
+        clearTimeout(timer);
       }
     }
     // The close handshake gets what is left of the deadline, and at least 1 s: a node that

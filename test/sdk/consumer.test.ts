@@ -494,6 +494,12 @@ describe("event SDK", function () {
         // A failed save is stop()'s rejection, after the close: the consumer still ends.
         await assert.rejects(second.stop({ saveProofs: async () => Promise.reject(new Error("inbox unavailable")) }), /inbox unavailable/);
         assert.deepEqual(await second.done, { stopped: true });
+        // A save that never ends does not hold stop() for ever (the wind-down is bounded).
+        const third = new Consumer({ baseUrl: longLease.url, token: cred.token, subscriptionId: sub, capacity: 1, handler: async () => {} }).start();
+        const t0 = Date.now();
+        await assert.rejects(third.stop({ deadlineMs: 200, saveProofs: () => new Promise<void>(() => undefined) }), /saveProofs did not finish within 1000 ms/);
+        assert.ok(Date.now() - t0 < 3000, `stop() took ${Date.now() - t0} ms`);
+        assert.deepEqual(await third.done, { stopped: true });
         assert.throws(
           () => new Consumer({ baseUrl: longLease.url, token: cred.token, subscriptionId: sub, proofs: [{ delivery_id: "x", epoch: "1", lease_secret: "y" }], handler: async () => {} }),
           RangeError,
