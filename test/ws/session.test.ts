@@ -248,7 +248,7 @@ describe("event connections: guard and session", function () {
 
     it("answers an invalid hello body with INVALID_ARGUMENT (reply_to, no session_id), then 1008", async () => {
       // Also a body that is not an object, or none: the envelope is valid, its body is not.
-      const bodies = [{ subscription_id: sub, capacity: 0 }, { subscription_id: sub, capacity: 33 }, { subscription_id: "nope", capacity: 1 }, { subscription_id: sub }, "x", [], null, 1, undefined];
+      const bodies = [{ subscription_id: sub, capacity: 0 }, { subscription_id: sub, capacity: 33 }, { subscription_id: sub, capacity: 1.5 }, { subscription_id: sub, capacity: "1" }, { subscription_id: "nope", capacity: 1 }, { subscription_id: sub }, "x", [], null, 1, undefined];
       for (const body of bodies) {
         const s = await conn();
         const id = mid();
