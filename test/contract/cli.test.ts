@@ -128,6 +128,17 @@ describe("orbit CLI", () => {
     assert.deepEqual([...documented].sort(), listed);
   });
 
+  it("defaults the event connection's limits to the original spec's figures", () => {
+    // §5: 连接后 5 秒内发送 hello; 节点最多 128 条事件连接. §7: 连续 60 秒没有有效读取到客户端帧会关闭连接.
+    // §6 (the welcome): lease_duration_ms 30000. README's table follows the code (the test
+    // below), so only this one fails when a default moves away from the spec with it.
+    const d = loadConfig({});
+    assert.deepEqual(
+      { helloTimeoutMs: d.helloTimeoutMs, maxConnections: d.maxConnections, idleTimeoutMs: d.idleTimeoutMs, leaseDurationMs: d.leaseDurationMs },
+      { helloTimeoutMs: 5000, maxConnections: 128, idleTimeoutMs: 60000, leaseDurationMs: 30000 },
+    );
+  });
+
   it("README's Configuration table: every variable exists with the stated default, and every one read is there", () => {
     const table = readmeSection("Configuration");
     const rows = [...table.matchAll(/^\| (`ORBIT_[A-Z_]+`(?: \/ `ORBIT_[A-Z_]+`)*) \| ([^|]+) \|/gm)];
