@@ -5,7 +5,6 @@
 import { strict as assert } from "node:assert";
 import { EventEmitter } from "node:events";
 import type WebSocket from "ws";
-import { WRITE_QUEUE_PER_CONNECTION, WRITE_TIMEOUT_MS } from "../../src/config/limits.js";
 import type { Caller } from "../../src/domain/identity.js";
 import type { Logger } from "../../src/log/index.js";
 import { EventConnection, type ConnectionDeps } from "../../src/ws/connection.js";
@@ -99,7 +98,7 @@ describe("an event connection whose client never reads", () => {
     // are answered; the rest wait, and reading is paused.
     for (let i = 1; i <= 100; i++) ws.frame(badAck(i));
     await turns();
-    assert.equal(ws.sent.length, WRITE_QUEUE_PER_CONNECTION, "replies stop at the write queue");
+    assert.equal(ws.sent.length, 8, "replies stop at the write queue (§5: 写队列 8)");
     assert.ok(ws.isPaused, "reading is paused while the write queue is full");
     for (let n = 0; ws.sent.length < 101 && n < 50; n++) {
       ws.flush();
@@ -116,7 +115,10 @@ describe("an event connection whose client never reads", () => {
   it("is terminated by the write timeout once, with one log line however many frames wait", async () => {
     for (let i = 1; i <= 20; i++) ws.frame(badAck(i));
     await turns();
-    await new Promise((r) => setTimeout(r, WRITE_TIMEOUT_MS + 300));
+    // §7: 写入超时为 5 秒 — not before 5 s, and by then.
+    await new Promise((r) => setTimeout(r, 4700));
+    assert.notEqual(ws.readyState, 3, "not terminated before the 5 s write timeout");
+    await new Promise((r) => setTimeout(r, 600));
     assert.equal(ws.readyState, 3, "terminated");
     const cut = lines.filter((l) => l.includes("event connection terminated"));
     assert.equal(cut.length, 1, cut.join("\n"));
