@@ -22,7 +22,7 @@ import { OrbitError, type ErrorCode } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
 import type { AckBatcher } from "./ack-batcher.js";
 import type { Claimant, ClaimScheduler } from "./claim-scheduler.js";
-import { ackFrame, ackReceiptText, deliverFrameText, errorFrame, isAck, isHello, isPing, parseClientFrame, welcomeFrame } from "./frames.js";
+import { ackFrame, ackReceiptText, deliverFrameText, errorFrame, helloSubscriptionId, isAck, isHello, isPing, parseClientFrame, welcomeFrame, type ParsedFrame } from "./frames.js";
 import type { EventAck, EventsHello, EventsPing } from "../../generated/ws/frames.js";
 import * as metrics from "../metrics.js";
 
@@ -161,10 +161,8 @@ export class EventConnection implements Claimant {
     const parsed = parseClientFrame(text);
     if (parsed.kind === "envelope-error") return this.close(CLOSE.policy, `invalid envelope: ${parsed.reason}`);
     if (parsed.kind === "body-error") {
-      if (parsed.type === "events.hello" && this.state === "awaiting-hello") {
-        // Decision 3: an invalid hello body gets an error frame, then 1008.
-        return this.closeWithError("INVALID_ARGUMENT", parsed.reason, parsed.messageId);
-      }
+      // Decision 3: an invalid hello body gets an error frame, then 1008.
+      if (parsed.type === "events.hello" && this.state === "awaiting-hello") return this.refuseHello(parsed);
       if (parsed.type === "events.hello" || !this.isBound || parsed.sessionId !== this.sessionId) {
         return this.close(CLOSE.policy, "invalid envelope");
       }
@@ -181,6 +179,28 @@ export class EventConnection implements Claimant {
     this.touch();
     if (isPing(f)) return this.ping(f);
     if (isAck(f)) return this.ack(f);
+  }
+
+  /**
+   * An invalid hello body is INVALID_ARGUMENT, unless it names, well-formed, a subscription
+   * outside the caller's scope: decision 5 checks scope (404) before the body (400), as
+   * the HTTP routes do — capacity 0 for another credential's subscription was 400.
+   */
+  private async refuseHello(parsed: Extract<ParsedFrame, { kind: "body-error" }>): Promise<void> {
+    const id = helloSubscriptionId(parsed.body);
+    if (id !== undefined) {
+      this.state = "binding";
+      clearTimeout(this.helloTimer);
+      this.touch();
+      const sub = await selectSubscription(this.deps.pool, id).catch((e: unknown) => this.dbFailure(e, parsed.messageId));
+      if (this.state !== "binding") return;
+      try {
+        owned(this.caller, sub);
+      } catch {
+        return this.closeWithError("NOT_FOUND", "no such subscription", parsed.messageId);
+      }
+    }
+    this.closeWithError("INVALID_ARGUMENT", parsed.reason, parsed.messageId);
   }
 
   private async hello(f: EventsHello): Promise<void> {

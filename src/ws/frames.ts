@@ -25,7 +25,7 @@ const ALLOWED_KEYS: Readonly<Record<string, readonly string[]>> = {
 
 export type ParsedFrame =
   | { readonly kind: "envelope-error"; readonly reason: string }
-  | { readonly kind: "body-error"; readonly type: string; readonly messageId: string; readonly sessionId?: string; readonly reason: string }
+  | { readonly kind: "body-error"; readonly type: string; readonly messageId: string; readonly sessionId?: string; readonly reason: string; readonly body: unknown }
   | { readonly kind: "frame"; readonly frame: ClientFrame };
 
 /**
@@ -82,9 +82,16 @@ export function parseStrictFrame(text: string): ParsedFrame {
       messageId: o.message_id,
       ...(typeof o.session_id === "string" ? { sessionId: o.session_id } : {}),
       reason: `${at || "body"}: ${(e?.keyword === "pattern" ? patternRule(e.schemaPath) : undefined) ?? e?.message ?? "invalid"}`.slice(0, 200),
+      body: o.body,
     };
   }
   return { kind: "frame", frame: o as unknown as ClientFrame };
+}
+
+/** The subscription id of an invalid hello body, when it is a well-formed one (decision 5: its scope is checked first). */
+export function helloSubscriptionId(body: unknown): string | undefined {
+  const id = body !== null && typeof body === "object" ? (body as { subscription_id?: unknown }).subscription_id : undefined;
+  return typeof id === "string" && ID_RE.test(id) ? id : undefined;
 }
 
 export const isHello = (f: ClientFrame): f is EventsHello => f.type === "events.hello";

@@ -274,6 +274,26 @@ describe("event connections: guard and session", function () {
       }
     });
 
+    it("checks the scope before the body (decision 5): an invalid hello naming a subscription outside the scope is NOT_FOUND", async () => {
+      const peer = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+      const cases = [[peer.token, { subscription_id: sub, capacity: 0 }], [cred.token, { subscription_id: ID, capacity: 33 }], [peer.token, { subscription_id: sub, capacity: 1, extra: true }]] as const;
+      for (const [token, body] of cases) {
+        const s = await conn({ token });
+        const id = mid();
+        s.send({ protocol_version: "1", type: "events.hello", message_id: id, body });
+        const e = await s.nextOfType("error");
+        assert.equal(e.error!.code, "NOT_FOUND", JSON.stringify(body));
+        assert.equal(e.reply_to, id);
+        assert.equal(e.session_id, undefined);
+        assert.equal((await s.closed).code, 1008);
+      }
+      // Its own subscription with the same bad body: the body's fault (the test above).
+      const own = await conn();
+      own.send({ protocol_version: "1", type: "events.hello", message_id: mid(), body: { subscription_id: sub, capacity: 0 } });
+      assert.equal((await own.nextOfType("error")).error!.code, "INVALID_ARGUMENT");
+      assert.equal((await own.closed).code, 1008);
+    });
+
     it("checks the subscription's queue scope at hello too, not only its owner: the owner without the queue gets NOT_FOUND, then closes", async () => {
       // §5 (the original): 随后 hello 再校验具体订阅所有者和队列范围. No call of the API narrows a
       // credential, so its queue scope is changed by hand.
