@@ -14,11 +14,17 @@ describe("event connections: guard and session", function () {
   this.timeout(30000);
   let db: TestDatabase;
   let node: OrbitNode;
+  /**
+   * For the tests that revoke with the CLI while connected: the CLI's process start took
+   * longer than node's 1.5 s idle timeout on a busy machine, and the connection closed
+   * before the ping or ACK under test was sent (seen twice under a load average of ~5).
+   */
+  let patient: OrbitNode;
   let cred: BootstrapOutput;
   let sub: string;
   const open: TestSocket[] = [];
-  const conn = async (o: Parameters<typeof connect>[1] = {}) => {
-    const s = await connect(node.url, { token: cred.token, ...o });
+  const conn = async (o: Parameters<typeof connect>[1] = {}, to: OrbitNode = node) => {
+    const s = await connect(to.url, { token: cred.token, ...o });
     open.push(s);
     return s;
   };
@@ -26,7 +32,10 @@ describe("event connections: guard and session", function () {
   before(async () => {
     db = await freshDatabase("ws_session");
     cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
-    node = await startNode(db.url, { ORBIT_HELLO_TIMEOUT_MS: "400", ORBIT_IDLE_TIMEOUT_MS: "1500", ORBIT_MAX_CONNECTIONS: "6" });
+    [node, patient] = await Promise.all([
+      startNode(db.url, { ORBIT_HELLO_TIMEOUT_MS: "400", ORBIT_IDLE_TIMEOUT_MS: "1500", ORBIT_MAX_CONNECTIONS: "6" }),
+      startNode(db.url),
+    ]);
     const res = await client(node.url, cred.token).post("/v1/subscriptions", { name: "s", queue_id: cred.queues[0]!.id });
     sub = res.json.data.subscription.id;
   });
@@ -37,7 +46,7 @@ describe("event connections: guard and session", function () {
     await new Promise((r) => setTimeout(r, 150)); // the node sees the FINs
   });
   after(async () => {
-    await node?.stop();
+    await Promise.all([node?.stop(), patient?.stop()]);
     await db?.drop();
   });
 
@@ -452,7 +461,7 @@ describe("event connections: guard and session", function () {
     it("re-checks the credential on ping: a revoked one gets UNAUTHENTICATED and the connection closes", async () => {
       const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
       const mine = (await client(node.url, extra.token).post("/v1/subscriptions", { name: "revoked-sub", queue_id: extra.queues[0]!.id })).json.data.subscription.id;
-      const s = await conn({ token: extra.token });
+      const s = await conn({ token: extra.token }, patient);
       await s.hello(mine, 1);
       assert.equal((await s.ping()).type, "ack");
       assert.equal((await runCli(["revoke", "--credential", extra.credential_id], { ORBIT_DATABASE_URL: db.url })).code, 0);
@@ -487,7 +496,7 @@ describe("event connections: guard and session", function () {
       const api = client(node.url, extra.token);
       const mine = (await api.post("/v1/subscriptions", { name: "revoked-acks", queue_id: extra.queues[0]!.id })).json.data.subscription.id;
       await cancelledResults(api, extra.queues[0]!.id, 1);
-      const s = await conn({ token: extra.token });
+      const s = await conn({ token: extra.token }, patient);
       await s.hello(mine, 1);
       const d = await s.nextOfType("event.deliver", 5000);
       assert.equal((await runCli(["revoke", "--credential", extra.credential_id], { ORBIT_DATABASE_URL: db.url })).code, 0);
