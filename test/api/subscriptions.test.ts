@@ -267,6 +267,35 @@ describe("subscriptions", () => {
       assert.ok(!theirs.json.data.items.some((x: any) => created.includes(x.id)));
       assertError(await api3.get(`/v1/subscriptions?queue_id=${ID}`), 404, "NOT_FOUND");
     });
+
+    it("lists only the caller's subscriptions in the queue it names, 20 a page by default", async () => {
+      // §3 列表只包含当前凭据在这个队列中的订阅: a credential with subscriptions on two
+      // queues of its scope sees each queue's own in that queue's list, never the other's.
+      const two = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "q2"], eventAccess: true });
+      const api5 = client(node.url, two.token);
+      const [q1, q2] = two.queues.map((x) => x.id) as [string, string];
+      const on = async (queue: string, count: number) => {
+        const ids: string[] = [];
+        for (let i = 0; i < count; i++) {
+          const res = await api5.post("/v1/subscriptions", { name: name(), queue_id: queue });
+          assert.equal(res.status, 201, res.text);
+          ids.push(res.json.data.subscription.id);
+        }
+        return ids;
+      };
+      const first = await on(q1, 21);
+      const second = await on(q2, 2);
+      const ofQ2 = await api5.get(`/v1/subscriptions?queue_id=${q2}`);
+      assert.equal(ofQ2.status, 200, ofQ2.text);
+      assert.deepEqual(ofQ2.json.data.items.map((x: any) => x.id), [...second].reverse(), "q2's two, none of q's");
+      assert.ok(ofQ2.json.data.items.every((x: any) => x.queue_id === q2));
+      const ofQ1 = await api5.get(`/v1/subscriptions?queue_id=${q1}`);
+      assert.equal(ofQ1.json.data.items.length, 20, "limit omitted: 20");
+      assert.deepEqual(ofQ1.json.data.items.map((x: any) => x.id), [...first].reverse().slice(0, 20));
+      const rest = await api5.get(`/v1/subscriptions?queue_id=${q1}&cursor=${ofQ1.json.data.next_cursor}`);
+      assert.deepEqual(rest.json.data.items.map((x: any) => x.id), [first[0]], "the 21st on the next page, and none of q2's");
+      assert.equal(rest.json.data.next_cursor, undefined);
+    });
   });
 
   describe("configure", () => {
