@@ -244,11 +244,23 @@ describe("deliveries", function () {
     } finally {
       await c0.end();
     }
+    // §4 只允许 EXPIRED, with the delivery's current revision: PENDING (retried) and
+    // ACKED are 409 and stay as they are.
+    const refuseRetry = async (state: string, key: string) => {
+      const now = (await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery;
+      assert.equal(now.state, state);
+      assertError(await api.post(path, { expected_revision: now.revision, reason: "not expired", additional_attempts: 1 }, key), 409, "STATE_CONFLICT");
+      assert.deepEqual((await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery, now, `a ${state} delivery is left as it was`);
+    };
+    await refuseRetry("PENDING", "retry-pending");
     // The retried delivery is claimed again with a new epoch.
     const again = (await claimOne(pool, session(s.id, 1))).leases[0]!;
     assert.equal(again.delivery.id, d.id);
     assert.equal(again.delivery.lease_epoch, "2");
     assert.equal(again.delivery.attempts, 2);
+    assert.ok((await ack(claimPool, who(s.id), [proof(again)]))[0]?.ok);
+    await refuseRetry("ACKED", "retry-acked");
+    assert.equal((await api.get(`/v1/subscriptions/${s.id}`)).json.data.pending_count, 0, "ACKED, and no retry brought it back");
     const c = await db.connect();
     try {
       const [rows] = await c.query<any[]>("SELECT action, reason, details, revision_before, revision_after FROM audit_records WHERE delivery_id = ? AND action = 'delivery.retry'", [d.id]);
