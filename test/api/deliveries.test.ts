@@ -196,6 +196,39 @@ describe("deliveries", function () {
     assertError(await api.post(`/v1/subscriptions/${a.id}/deliveries/${d.id}:retry`, {}), 400, "INVALID_ARGUMENT");
   });
 
+  it("answers the owner NOT_FOUND on every subscription operation once the queue is outside its scope", async () => {
+    // §1 除动作权限外，每次操作都验证队列范围和订阅所有者: the owner too. No API narrows a
+    // credential, so its queue scope is narrowed by hand (the credential keeps another queue).
+    const scoped = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "scope-other"], eventAccess: true });
+    const api2 = client(node.url, scoped.token);
+    const res = await api2.post("/v1/subscriptions", { name: `s-${randomBytes(4).toString("hex")}`, queue_id: q, from_sequence: "0" });
+    assert.equal(res.status, 201, res.text);
+    const sid = res.json.data.subscription.id as string;
+    const d = (await claimOne(pool, session(sid, 1))).leases[0]!.delivery;
+    const base = `/v1/subscriptions/${sid}`;
+    const calls = () => [
+      api2.get(base),
+      api2.post(`${base}:configure`, { expected_revision: "1", enabled: false, reason: "out of scope" }),
+      api2.get(`${base}/deliveries`),
+      api2.get(`${base}/deliveries/${d.id}`),
+      api2.post(`${base}/deliveries/${d.id}:retry`, { expected_revision: d.revision, reason: "out of scope", additional_attempts: 1 }),
+      api2.get(`/v1/subscriptions?queue_id=${q}`),
+    ];
+    const c = await db.connect();
+    try {
+      await c.query("DELETE FROM credential_queues WHERE credential_id = ? AND queue_id = ?", [scoped.credential_id, q]);
+      for (const call of calls()) assertError(await call, 404, "NOT_FOUND");
+      await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [scoped.credential_id, q]);
+    } finally {
+      await c.end();
+    }
+    // The queue back in scope: the same reads answer, and nothing was changed meanwhile.
+    const back = await api2.get(base);
+    assert.equal(back.status, 200, back.text);
+    assert.deepEqual([back.json.data.revision, back.json.data.enabled], ["1", true]);
+    assert.equal((await api2.get(`${base}/deliveries/${d.id}`)).json.data.delivery.revision, d.revision);
+  });
+
   it("retries only EXPIRED deliveries: PENDING again with more budget, nothing reset, audited, replay adds nothing", async () => {
     const s = await subscription({ max_attempts: 1, max_pending: 1 });
     const first = (await claimOne(pool, session(s.id, 1, 200))).leases[0]!;
