@@ -614,6 +614,26 @@ describe("HTTP basics", () => {
       assert.equal(res.status, 200);
     });
 
+    it("gives a management request 8 s by default: 503 at that deadline, not sooner or much later", async function () {
+      // §1 管理请求 8 秒服务端超时: the other tests shorten it (ORBIT_REQUEST_TIMEOUT_MS); this
+      // node runs with the default.
+      this.timeout(30000);
+      const plain = await startNode(db.url);
+      const c = await db.connect();
+      try {
+        await c.query("LOCK TABLES credentials WRITE");
+        const started = Date.now();
+        const res = await request(plain.url, { token: cred.token, path: `/v1/subscriptions?queue_id=${cred.queues[0]!.id}` });
+        const elapsed = Date.now() - started;
+        assertError(res, 503, "UNAVAILABLE");
+        assert.ok(elapsed >= 7900 && elapsed < 10000, `answered after ${elapsed} ms`);
+      } finally {
+        await c.query("UNLOCK TABLES");
+        await c.end();
+        await plain.stop();
+      }
+    });
+
     it("answers an internal failure with a bare 500: no SQL, no stack, no secret", async () => {
       const c = await db.connect();
       try {
