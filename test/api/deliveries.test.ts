@@ -251,6 +251,7 @@ describe("deliveries", function () {
     }
     assertError(await api.post(path, { expected_revision: "1", reason: "x", additional_attempts: 1 }), 409, "STATE_CONFLICT");
     const body = { expected_revision: expired.revision, reason: "receiver persistence failure repaired", additional_attempts: 2 };
+    const retriedFrom = Date.now();
     const res = await api.post(path, body, "retry-1");
     assert.equal(res.status, 200, res.text);
     assertContract("retryEventDelivery", res);
@@ -263,6 +264,9 @@ describe("deliveries", function () {
     assert.equal(d.id, expired.id);
     assert.equal(d.event_id, expired.event_id);
     assert.equal(d.revision, (BigInt(expired.revision) + 1n).toString());
+    assert.equal(d.created_at, expired.created_at);
+    // available_at is 最早可重发时间 (§4): EXPIRED, it could not be re-sent before the retry.
+    assert.ok(Date.parse(d.available_at) >= retriedFrom, `available_at ${d.available_at} is the retry's time, not the last recovery's (${expired.available_at})`);
     const replay = await api.post(path, body, "retry-1");
     assert.equal(replay.status, 200);
     assert.equal(replay.json.data.deduplicated, true);
