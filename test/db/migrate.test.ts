@@ -7,7 +7,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { loadMigrations, migrate, type Migration } from "../../src/db/migrate.js";
-import { runCli, startNode } from "../helpers/orbit.js";
+import { bootstrap, runCli, startNode } from "../helpers/orbit.js";
+import { client, waitSequenced } from "../helpers/api.js";
 
 describe("orbit migrate", () => {
   let db: TestDatabase;
@@ -35,6 +36,45 @@ describe("orbit migrate", () => {
       }
     } finally {
       await c.end();
+    }
+  });
+
+  it("starts the result log empty: a task that ended before its migration gets no fabricated result", async () => {
+    // §2 of the original: 现存日志从迁移 000013 启用，不补造此前的任务结果 (here the log's
+    // migration is result_events). A task CANCELLED before it exists stays without an event.
+    const other = await freshDatabase("migrate_log");
+    try {
+      const all = await loadMigrations();
+      const logVersion = all.find((m) => m.name === "result_events")!.version;
+      await migrate(other.url, all.filter((m) => m.version < logVersion));
+      const [ns, q, oldTask] = ["a", "b", "c"].map((ch) => ch.repeat(32)) as [string, string, string];
+      await other.query("INSERT INTO namespaces (id, name, created_at) VALUES (?, 'ns', UTC_TIMESTAMP(3))", [ns]);
+      await other.query("INSERT INTO queues (id, namespace_id, name, created_at) VALUES (?, ?, 'q', UTC_TIMESTAMP(3))", [q, ns]);
+      await other.query(
+        `INSERT INTO tasks (id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain, input, created_at, updated_at)
+         VALUES (?, ?, ?, 'CANCELLED', 2, 0, 3, FALSE, '{}', UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`,
+        [oldTask, ns, q],
+      );
+      await migrate(other.url);
+      const boot = await bootstrap(other.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+      assert.equal(boot.queues[0]!.id, q, "the queue of the old task");
+      const node = await startNode(other.url);
+      try {
+        const api = client(node.url, boot.token);
+        assert.equal((await api.get(`/v1/tasks/${oldTask}`)).json.data.state, "CANCELLED");
+        const sub = await api.post("/v1/subscriptions", { name: "from-the-start", queue_id: q, from_sequence: "0" });
+        assert.equal(sub.status, 201, sub.text);
+        assert.equal(sub.json.data.subscription.cursor_sequence, "0");
+        const t = (await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task;
+        assert.equal((await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" })).status, 200);
+        await waitSequenced(other, ns);
+        const log = await other.query("SELECT aggregate_id, sequence FROM result_events ORDER BY ticket");
+        assert.deepEqual(log.map((r) => [r.aggregate_id, String(r.sequence)]), [[t.id, "1"]], "only the new task's result, first in the log");
+      } finally {
+        await node.stop();
+      }
+    } finally {
+      await other.drop();
     }
   });
 
