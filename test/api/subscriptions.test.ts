@@ -143,6 +143,9 @@ describe("subscriptions", () => {
       assertError(await api.post("/v1/subscriptions", { name: "no-key", queue_id: ID }, null), 404, "NOT_FOUND");
       const other = await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true });
       assertError(await create({ queue_id: other.queues[0]!.id }), 404, "NOT_FOUND");
+      // 命名空间内唯一: unique within the namespace only; another namespace may use the name.
+      const elsewhere = await client(node.url, other.token).post("/v1/subscriptions", { name: "unique-name", queue_id: other.queues[0]!.id });
+      assert.equal(elsewhere.status, 201, elsewhere.text);
       const tasksOnly = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
       assertError(await client(node.url, tasksOnly.token).post("/v1/subscriptions", { name: name(), queue_id: q }), 403, "PERMISSION_DENIED");
       const reader = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["events:read"], queueIds: [q] });
