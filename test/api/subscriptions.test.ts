@@ -379,6 +379,9 @@ describe("subscriptions", () => {
       assert.equal(refused.length, 6);
       for (const r of refused) assertContract("createSubscription", r);
       assertError(await api4.post("/v1/subscriptions", { name: "s-late", queue_id: team.queues[0]!.id }), 409, "SUBSCRIPTION_LIMIT");
+      // The namespace's limit, whichever credential of it asks (每命名空间最多 64 个订阅).
+      const mate = await bootstrap(db.url, { namespace: "crowded", application: "app2", queues: ["q"], eventAccess: true });
+      assertError(await client(node.url, mate.token).post("/v1/subscriptions", { name: "s-mate", queue_id: mate.queues[0]!.id }), 409, "SUBSCRIPTION_LIMIT");
       const c = await db.connect();
       try {
         const [rows] = await c.query<any[]>("SELECT COUNT(*) AS n FROM subscriptions WHERE namespace_id = ?", [team.namespace_id]);
