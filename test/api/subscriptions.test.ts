@@ -298,6 +298,14 @@ describe("subscriptions", () => {
       const rest = await api5.get(`/v1/subscriptions?queue_id=${q1}&cursor=${ofQ1.json.data.next_cursor}`);
       assert.deepEqual(rest.json.data.items.map((x: any) => x.id), [first[0]], "the 21st on the next page, and none of q2's");
       assert.equal(rest.json.data.next_cursor, undefined);
+      // created_at DESC, id DESC: two created in the same millisecond (set by hand) come by id,
+      // one a page, each once.
+      await db.query("UPDATE subscriptions SET created_at = (SELECT MIN(created_at) FROM (SELECT created_at FROM subscriptions WHERE id IN (?)) t) WHERE id IN (?)", [second, second]);
+      const byId = [...second].sort().reverse();
+      const p1 = await api5.get(`/v1/subscriptions?queue_id=${q2}&limit=1`);
+      const p2 = await api5.get(`/v1/subscriptions?queue_id=${q2}&limit=1&cursor=${p1.json.data.next_cursor}`);
+      assert.deepEqual([...p1.json.data.items, ...p2.json.data.items].map((x: any) => x.id), byId);
+      assert.equal(p2.json.data.next_cursor, undefined);
     });
   });
 
