@@ -273,6 +273,13 @@ describe("deliveries", function () {
     assert.deepEqual(replay.json.data.delivery, d);
     assert.equal((await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery.attempt_budget, 3, "the replay added nothing");
     assertError(await api.post(path, { ...body, additional_attempts: 3 }, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");
+    // The same key and body on another delivery is other content (the path target is part of
+    // it): 409, never the first delivery's receipt, and that delivery is left alone.
+    const s2 = await subscription({ max_pending: 1 });
+    await claimOne(pool, session(s2.id, 0)); // materialises one PENDING delivery
+    const [other] = (await api.get(`/v1/subscriptions/${s2.id}/deliveries`)).json.data.items;
+    assertError(await api.post(`/v1/subscriptions/${s2.id}/deliveries/${other.id}:retry`, body, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");
+    assert.deepEqual((await api.get(`/v1/subscriptions/${s2.id}/deliveries/${other.id}`)).json.data.delivery, other);
     const c0 = await db.connect();
     try {
       // The claimable rows are read as `lease_until IS NULL` (migrations/000018): no PENDING row may keep one.

@@ -325,6 +325,12 @@ describe("subscriptions", () => {
       assert.equal(replay.status, 200);
       assert.equal(replay.json.data.deduplicated, true);
       assert.deepEqual(replay.json.data.subscription, pause.json.data.subscription, "the original receipt, revision 2");
+      // The same key and body on ANOTHER subscription is other content (the path target is
+      // part of it): 409, never the first subscription's receipt, and that one stays enabled.
+      const s2 = (await create({})).json.data.subscription;
+      const elsewhere = await api.post(`/v1/subscriptions/${s2.id}:configure`, { expected_revision: "1", enabled: false, reason: "receiver maintenance" }, "pause-1");
+      assertError(elsewhere, 409, "IDEMPOTENCY_CONFLICT");
+      assert.deepEqual((await api.get(`/v1/subscriptions/${s2.id}`)).json.data, s2);
       assertError(await api.post(path, { expected_revision: "2", enabled: true, reason: "stale" }), 409, "STATE_CONFLICT");
       assertError(await api.post(path, { expected_revision: "3", enabled: true, reason: "other" }, "pause-1"), 409, "IDEMPOTENCY_CONFLICT");
       const resume = await api.post(path, { expected_revision: "3", enabled: true, reason: "back" }, "resume-1");
