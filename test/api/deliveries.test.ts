@@ -275,7 +275,10 @@ describe("deliveries", function () {
     assertError(await api.post(path, { ...body, additional_attempts: 3 }, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");
     // The same key and body on another delivery is other content (the path target is part of
     // it): 409, never the first delivery's receipt, and that delivery is left alone.
-    const s2 = await subscription({ max_pending: 1 });
+    // Created with the retry's key: keys are scoped to their operation kind.
+    const created2 = await api.post("/v1/subscriptions", { name: `s-${randomBytes(4).toString("hex")}`, queue_id: q, from_sequence: "0", max_pending: 1 }, "retry-1");
+    assert.equal(created2.status, 201, created2.text);
+    const s2 = created2.json.data.subscription as { id: string };
     await claimOne(pool, session(s2.id, 0)); // materialises one PENDING delivery
     const [other] = (await api.get(`/v1/subscriptions/${s2.id}/deliveries`)).json.data.items;
     assertError(await api.post(`/v1/subscriptions/${s2.id}/deliveries/${other.id}:retry`, body, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");

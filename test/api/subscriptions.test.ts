@@ -311,7 +311,8 @@ describe("subscriptions", () => {
 
   describe("configure", () => {
     it("changes only enabled, bumps the revision on every command, and audits each", async () => {
-      const s = (await create({})).json.data.subscription;
+      // Created with the key the pause uses below: keys are scoped to their operation kind.
+      const s = (await create({}, "pause-1")).json.data.subscription;
       const path = `/v1/subscriptions/${s.id}:configure`;
       const pause = await api.post(path, { expected_revision: "1", enabled: false, reason: "receiver maintenance" }, "pause-1");
       assert.equal(pause.status, 200, pause.text);
