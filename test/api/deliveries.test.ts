@@ -438,6 +438,22 @@ describe("deliveries", function () {
     assert.equal(again.held, 1, "within capacity 1");
   });
 
+  it("leases a connection only its capacity minus what it already holds, whatever is PENDING", async () => {
+    // §5 capacity: what one connection may hold. The claim decides it in the database from
+    // the session's LEASED rows, not only from the caller's count of frames in flight.
+    const s = await subscription({ max_attempts: 5 });
+    const seat = session(s.id, 2);
+    const first = await claimOne(pool, seat);
+    assert.deepEqual([first.leases.length, first.held], [2, 2]);
+    const full = await claimOne(pool, seat);
+    assert.deepEqual([full.leases.length, full.held], [0, 2], "at capacity: nothing more, 4 PENDING notwithstanding");
+    const wider = await claimOne(pool, { ...seat, capacity: 3 });
+    assert.deepEqual([wider.leases.length, wider.held], [1, 3], "room for one more: one");
+    const [rows] = await pool.query<any[]>("SELECT state, session_id, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? GROUP BY state, session_id", [s.id]);
+    const counts = new Map(rows.map((r) => [`${r.state} ${r.session_id}`, Number(r.n)]));
+    assert.deepEqual([...counts].sort(), [[`LEASED ${seat.sessionId}`, 3], ["PENDING null", 3]]);
+  });
+
   it("materialises news in the claim that finds it, also right after a claim that had nothing to materialise", async () => {
     // The engine leaves the materialising statements out of a claim's first round trip
     // when the subscription's last claim had nothing to materialise (a hint); the claim
