@@ -454,6 +454,22 @@ describe("deliveries", function () {
     assert.deepEqual([...counts].sort(), [[`LEASED ${seat.sessionId}`, 3], ["PENDING null", 3]]);
   });
 
+  it("leases a connection no more than its free write slots, and the next connection of the claim the rest", async () => {
+    // §5 of the original: 每连接写队列 8 — a claim leases at most a connection's free write
+    // slots (its seat's maxLeases), so deliver frames never pile up behind a slow socket.
+    const s = await subscription({ max_attempts: 5 });
+    const [a, b] = [session(s.id, 4), session(s.id, 4)];
+    const out = await claim(claimPool, {
+      subscriptionId: s.id, leaseDurationMs: 60000,
+      seats: [{ sessionId: a.sessionId, capacity: 4, maxLeases: 1 }, { sessionId: b.sessionId, capacity: 4 }],
+    });
+    assert.deepEqual(out.seats.map((seat) => [seat.leases.length, seat.held]), [[1, 1], [4, 4]]);
+    const [first, rest] = out.seats.map((seat) => seat.leases.map((l) => BigInt(l.delivery.sequence)));
+    assert.ok(rest!.every((n) => n > first![0]!), "oldest first, to the first seat");
+    const [rows] = await pool.query<any[]>("SELECT session_id, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'LEASED' GROUP BY session_id", [s.id]);
+    assert.deepEqual(new Map(rows.map((r) => [r.session_id, Number(r.n)])), new Map([[a.sessionId, 1], [b.sessionId, 4]]));
+  });
+
   it("materialises news in the claim that finds it, also right after a claim that had nothing to materialise", async () => {
     // The engine leaves the materialising statements out of a claim's first round trip
     // when the subscription's last claim had nothing to materialise (a hint); the claim
