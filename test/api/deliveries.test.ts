@@ -470,6 +470,28 @@ describe("deliveries", function () {
     assert.deepEqual(new Map(rows.map((r) => [r.session_id, Number(r.n)])), new Map([[a.sessionId, 1], [b.sessionId, 4]]));
   });
 
+  it("refuses a revoked credential's claims and ACKs in the database: nothing more leased, nothing ACKed", async () => {
+    // §7: a revoked credential's open connections may neither claim nor ACK; the engine
+    // reads the revocation in the claim's and the ACK's own transaction.
+    const owner = await bootstrap(db.url, { namespace: "revoked", application: "app", queues: ["q"], eventAccess: true });
+    const api2 = client(node.url, owner.token);
+    const queue = owner.queues[0]!.id;
+    for (let i = 0; i < 3; i++) {
+      const t = (await api2.post("/v1/tasks", { queue_id: queue, input: i })).json.data.task;
+      await api2.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+    }
+    await waitSequenced(db, owner.namespace_id);
+    const sub = (await api2.post("/v1/subscriptions", { name: "revoked", queue_id: queue, from_sequence: "0" })).json.data.subscription.id as string;
+    const seat = { sessionId: randomBytes(16).toString("hex"), capacity: 1 };
+    const lease = (await claim(claimPool, { subscriptionId: sub, leaseDurationMs: 60000, seats: [seat] })).seats[0]!.leases[0]!;
+    assert.equal((await runCli(["revoke", "--credential", owner.credential_id], { ORBIT_DATABASE_URL: db.url })).code, 0);
+    const by = { subscriptionId: sub, namespaceId: owner.namespace_id, credentialId: owner.credential_id };
+    await assert.rejects(ack(claimPool, by, [proof(lease)]), (e: { code?: string }) => e.code === "UNAUTHENTICATED");
+    await assert.rejects(claim(claimPool, { subscriptionId: sub, leaseDurationMs: 60000, seats: [{ ...seat, capacity: 3 }] }), (e: { code?: string }) => e.code === "UNAUTHENTICATED");
+    const [rows] = await pool.query<any[]>("SELECT state, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? GROUP BY state", [sub]);
+    assert.deepEqual(new Map(rows.map((r) => [r.state, Number(r.n)])), new Map([["LEASED", 1], ["PENDING", 2]]), "the lease stays unACKed, nothing more leased");
+  });
+
   it("materialises news in the claim that finds it, also right after a claim that had nothing to materialise", async () => {
     // The engine leaves the materialising statements out of a claim's first round trip
     // when the subscription's last claim had nothing to materialise (a hint); the claim
