@@ -39,7 +39,7 @@ describe("tasks", () => {
 
   before(async () => {
     db = await freshDatabase("tasks");
-    owner = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["a", "b", "c", "d"] });
+    owner = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["a", "b", "c", "d", "e"] });
     other = await bootstrap(db.url, { namespace: "ns", application: "app2", queues: ["b"] });
     node = await startNode(db.url);
     api = client(node.url, owner.token);
@@ -298,6 +298,38 @@ describe("tasks", () => {
       assertError(await sub.post(`/v1/tasks/${t2.id}:cancel`, { expected_revision: "1", reason: "a" }), 403, "PERMISSION_DENIED");
       assertError(await sub.post(`/v1/tasks/${t2.id}:resolve`, { expected_revision: "1", outcome: "failed", reason: "a" }), 403, "PERMISSION_DENIED");
       assertError(await sub.post(`/v1/tasks/${t2.id}:resolve`, { bad: true }), 403, "PERMISSION_DENIED");
+    });
+
+    it("scopes a task write's key to its operation kind, and a resolve's content includes its task", async () => {
+      // subscriptions.md Decisions (binding for task routes): keys are scoped to
+      // (credential, operation kind), and a replay is the same canonical body AND target.
+      const qe = owner.queues[4]!.id;
+      const key = "kind-key";
+      const t = (await submit({ queue_id: qe, input: 1 }, key)).json.data.task;
+      const cancelled = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x" }, key);
+      assert.equal(cancelled.status, 200, cancelled.text);
+      assert.equal(cancelled.json.data.deduplicated, false);
+      assert.equal(cancelled.json.data.task.state, "CANCELLED");
+      const review = async () => {
+        const task = (await submit({ queue_id: qe, input: 2 })).json.data.task;
+        const c = await claim(qe);
+        assert.equal(c.task.id, task.id);
+        const done = await api.post(`/v1/worker/attempts/${c.attempt_id}:complete`, { outcome: "needs_review" }, null);
+        assert.equal(done.json.data.task.state, "NEEDS_REVIEW", done.text);
+        return done.json.data.task;
+      };
+      const [a, b] = [await review(), await review()];
+      assert.equal(a.revision, b.revision);
+      const body = { expected_revision: a.revision, outcome: "succeeded", reason: "checked" };
+      const resolved = await api.post(`/v1/tasks/${a.id}:resolve`, body, key);
+      assert.equal(resolved.status, 200, resolved.text);
+      assert.equal(resolved.json.data.deduplicated, false);
+      assert.equal(resolved.json.data.task.state, "SUCCEEDED");
+      // The same key and body on another task is another content: refused, B untouched.
+      assertError(await api.post(`/v1/tasks/${b.id}:resolve`, body, key), 409, "IDEMPOTENCY_CONFLICT");
+      const after = (await api.get(`/v1/tasks/${b.id}`)).json.data;
+      assert.equal(after.state, "NEEDS_REVIEW");
+      assert.equal(after.revision, b.revision);
     });
   });
 
