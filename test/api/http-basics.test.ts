@@ -674,5 +674,13 @@ describe("HTTP basics", () => {
       assert.equal(code, 0);
       assert.ok(extra.lines.some((l) => l.includes('"msg":"stopped"')));
     });
+
+    it("stops on SIGINT the same way, with exit code 0", async () => {
+      // platform.md: `orbit serve` serves until SIGTERM/SIGINT, then ... exits 0.
+      const extra = await startNode(db.url);
+      const code = await extra.stop("SIGINT");
+      assert.equal(code, 0);
+      assert.ok(extra.lines.some((l) => l.includes('"msg":"stopped"')));
+    });
   });
 });
