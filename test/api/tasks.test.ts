@@ -364,6 +364,8 @@ describe("tasks", () => {
       assert.deepEqual(events.map((e) => e.type), ["task.needs_review", "task.succeeded"]);
       assert.notEqual(events[0]!.id, events[1]!.id);
       assert.deepEqual(events.map((e) => e.details.reason), ["WORKER_NEEDS_REVIEW", "REVIEW_SUCCEEDED"]);
+      // openapi.yaml: effect_uncertain only for a cancel while RUNNING or a last lease run out.
+      assert.deepEqual(events.map((e) => e.snapshot.effect_uncertain), [false, false]);
       for (const e of events) assert.ok(validResultEvent({ ...e, aggregate_kind: "task", occurred_at: "2026-01-01T00:00:00.000Z" }), JSON.stringify(e));
     });
   });
