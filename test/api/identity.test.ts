@@ -84,9 +84,15 @@ describe("identity: bootstrap, 401, 403", () => {
   it("a missing, malformed, tampered or unknown token gets 401 in the envelope", async () => {
     const secret = full.token.slice(-43);
     const flipped = (secret[0] === "A" ? "B" : "A") + secret.slice(1);
+    // The same 32 bytes spelled otherwise: the last of 43 characters carries 4 bits and 2
+    // unused ones; set the lowest, and a lenient decoder gives back the issued secret.
+    const B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const nonCanonical = secret.slice(0, -1) + B64URL[B64URL.indexOf(secret.at(-1)!) ^ 1]!;
+    assert.deepEqual(Buffer.from(nonCanonical, "base64url"), Buffer.from(secret, "base64url"));
     const cases: [string, [string, string][]][] = [
       ["no header", []],
       ["tampered secret", [["Authorization", `Bearer orbit_${full.credential_id}_${flipped}`]]],
+      ["non-canonical secret", [["Authorization", `Bearer orbit_${full.credential_id}_${nonCanonical}`]]],
       ["unknown credential", [["Authorization", `Bearer orbit_${ID}_${secret}`]]],
       ["other credential's secret", [["Authorization", `Bearer orbit_${tasksOnly.credential_id}_${secret}`]]],
       ["wrong scheme", [["Authorization", `Basic ${full.token}`]]],
