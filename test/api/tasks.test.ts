@@ -109,6 +109,14 @@ describe("tasks", () => {
       assert.equal(fits.status, 201, fits.text);
     });
 
+    it("accepts max_attempts at its limits, 1 and 100", async () => {
+      // platform.md: a task's attempt limit is max_attempts on submit (1–100, default 5).
+      for (const max_attempts of [1, 100]) {
+        const res = await submit({ queue_id: q, input: 1, max_attempts });
+        assert.equal(res.status, 201, res.text);
+      }
+    });
+
     it("rejects bad bodies with 400 and writes nothing", async () => {
       const n = await taskCount();
       for (const body of [
