@@ -256,6 +256,12 @@ describe("worker API", () => {
     const q = await freshQueue();
     assertError(await api.post("/v1/worker/claim", { queue_id: q, wait_ms: 20001 }, null), 400, "INVALID_ARGUMENT");
     assertError(await api.post("/v1/worker/claim", { queue_id: q, wait_ms: -1 }, null), 400, "INVALID_ARGUMENT");
+    // The upper limit itself is accepted (platform.md: wait_ms ≤ 20000); a QUEUED task answers at once.
+    const waited = await submit(q);
+    const atLimit = await claim(q, 20000);
+    assert.equal(atLimit.status, 200, atLimit.text);
+    assert.equal(atLimit.json.data.task.id, waited.id);
+    assert.equal((await complete(atLimit.json.data.attempt_id, { outcome: "succeeded" })).status, 200);
     assertError(await api.post("/v1/worker/claim", { queue_id: "0123456789abcdef0123456789abcdef" }, null), 404, "NOT_FOUND");
     await submit(q);
     const a = (await claim(q)).json.data;
