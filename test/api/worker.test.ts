@@ -41,8 +41,12 @@ describe("worker API", () => {
 
   it("answers 204 at once when the queue is empty and wait_ms is 0", async () => {
     const q = await freshQueue();
+    // platform.md: wait_ms defaults to 0 (answer at once): omitted here, it waits for
+    // nothing (the bound is loose; a default of 2 s or more, of up to 20 s, is beyond it).
+    const started = performance.now();
     const res = await claim(q);
     assert.equal(res.status, 204);
+    assert.ok(performance.now() - started < 2000, "an omitted wait_ms waits for nothing");
     assertContract("claimTask", res);
   });
 
