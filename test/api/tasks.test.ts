@@ -280,6 +280,8 @@ describe("tasks", () => {
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "" }), 400, "INVALID_ARGUMENT");
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x".repeat(1025) }), 400, "INVALID_ARGUMENT");
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1" }), 400, "INVALID_ARGUMENT");
+      // platform.md: cancel takes an Idempotency-Key; without one it is 400 and writes nothing.
+      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x" }, null), 400, "INVALID_ARGUMENT");
       // 1024 Unicode characters (2048 UTF-16 units) is within the limit.
       const ok = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "😀".repeat(1024) });
       assert.equal(ok.status, 200, ok.text);
@@ -352,6 +354,8 @@ describe("tasks", () => {
       const rev = done.json.data.task.revision;
       assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: "1", outcome: "succeeded", reason: "ok" }), 409, "STATE_CONFLICT");
       assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "maybe", reason: "ok" }), 400, "INVALID_ARGUMENT");
+      // platform.md: resolve takes an Idempotency-Key; without one it is 400 and writes nothing.
+      assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "succeeded", reason: "ok" }, null), 400, "INVALID_ARGUMENT");
       const resolveBody = { expected_revision: rev, outcome: "succeeded", reason: "checked by hand" };
       const res = await api.post(`/v1/tasks/${t.id}:resolve`, resolveBody, "resolve-1");
       assert.equal(res.status, 200, res.text);
