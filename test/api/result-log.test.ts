@@ -21,11 +21,13 @@ describe("result log", function () {
   let db: TestDatabase;
   let nodes: OrbitNode[];
   let cred: BootstrapOutput;
+  let elsewhere: BootstrapOutput; // another namespace: another stream
 
   before(async () => {
     db = await freshDatabase("result_log");
     const queues = Array.from({ length: PRODUCERS }, (_, i) => `p${i}`);
     cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues });
+    elsewhere = await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["p0"] });
     nodes = await Promise.all([startNode(db.url), startNode(db.url)]);
   });
   after(async () => {
@@ -104,6 +106,9 @@ describe("result log", function () {
         await conn.end();
       }
     })();
+    // platform.md: each namespace has one stream. Another namespace's events, committed
+    // meanwhile, are numbered in its own stream, never in this one.
+    const otherCount = produce(client(nodes[1]!.url, elsewhere.token), elsewhere.queues[0]!.id, 0);
     const counts = await Promise.all(
       cred.queues.map((q, i) => produce(client(nodes[i % 2]!.url, cred.token), q.id, i)),
     );
@@ -121,6 +126,11 @@ describe("result log", function () {
     for (const e of events) byTask.set(e.aggregate_id, [...(byTask.get(e.aggregate_id) ?? []), BigInt(e.aggregate_revision)]);
     for (const revs of byTask.values()) for (let i = 1; i < revs.length; i++) assert.ok(revs[i]! > revs[i - 1]!);
     assert.equal(byTask.size, PRODUCERS * TASKS_PER_PRODUCER);
+    const expectedElsewhere = await otherCount;
+    await waitSequenced(db, elsewhere.namespace_id);
+    const other = await readLog(db, elsewhere.namespace_id);
+    assert.equal(Number(other.head), expectedElsewhere);
+    assert.deepEqual(other.events.map((e) => Number(e.sequence)), Array.from({ length: expectedElsewhere }, (_, i) => i + 1));
   });
 
   it("prints committed events with orbit events, in the event shape of spec §6", async () => {
