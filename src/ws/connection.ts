@@ -11,7 +11,7 @@ import { HEARTBEAT_INTERVAL_MS, MAX_CAPACITY, READ_QUEUE_PER_CONNECTION, WRITE_Q
 import type { Pool } from "../db/types.js";
 import { isUnavailableError } from "../db/tx.js";
 import { closeSession, insertSession } from "../db/queries/sessions.js";
-import { selectSubscription } from "../db/queries/subscriptions.js";
+import { selectSubscription, type SubscriptionRow } from "../db/queries/subscriptions.js";
 import { claim, type AckOutcome, type ClaimOutcome, type SeatOutcome } from "../domain/delivery-engine.js";
 import { authenticate, newId, requireAction, type Caller } from "../domain/identity.js";
 import { owned } from "../domain/subscriptions.js";
@@ -188,36 +188,34 @@ export class EventConnection implements Claimant {
    */
   private async refuseHello(parsed: Extract<ParsedFrame, { kind: "body-error" }>): Promise<void> {
     const id = helloSubscriptionId(parsed.body);
-    if (id !== undefined) {
-      this.state = "binding";
-      clearTimeout(this.helloTimer);
-      this.touch();
-      const sub = await selectSubscription(this.deps.pool, id).catch((e: unknown) => this.dbFailure(e, parsed.messageId));
-      if (this.state !== "binding") return;
-      try {
-        owned(this.caller, sub);
-      } catch {
-        return this.closeWithError("NOT_FOUND", "no such subscription", parsed.messageId);
-      }
-    }
+    if (id !== undefined && !(await this.helloTarget(id, parsed.messageId))) return;
     this.closeWithError("INVALID_ARGUMENT", parsed.reason, parsed.messageId);
   }
 
-  private async hello(f: EventsHello): Promise<void> {
+  /**
+   * The hello's subscription if the caller may bind to it; otherwise the connection is
+   * closed (NOT_FOUND, or the database's failure) and the answer is undefined.
+   */
+  private async helloTarget(subscriptionId: string, messageId: string): Promise<SubscriptionRow | undefined> {
     this.state = "binding";
     // §5 "send hello within 5 s of connecting": the deadline is on the client's hello, not
     // on our binding — a hello that came in time is never closed as late because its
     // lookups or session insert were slow. From here the idle clock bounds the binding.
     clearTimeout(this.helloTimer);
     this.touch();
-    const sub = await selectSubscription(this.deps.pool, f.body.subscription_id).catch((e: unknown) => this.dbFailure(e, f.message_id));
-    if (this.state !== "binding") return;
-    let s;
+    const sub = await selectSubscription(this.deps.pool, subscriptionId).catch((e: unknown) => this.dbFailure(e, messageId));
+    if (this.state !== "binding") return undefined;
     try {
-      s = owned(this.caller, sub);
+      return owned(this.caller, sub);
     } catch {
-      return this.closeWithError("NOT_FOUND", "no such subscription", f.message_id);
+      this.closeWithError("NOT_FOUND", "no such subscription", messageId);
+      return undefined;
     }
+  }
+
+  private async hello(f: EventsHello): Promise<void> {
+    const s = await this.helloTarget(f.body.subscription_id, f.message_id);
+    if (!s) return;
     const sessionId = newId();
     const inserted = insertSession(this.deps.pool, {
       id: sessionId, subscriptionId: s.id, credentialId: this.caller.credentialId, capacity: f.body.capacity, nodeId: this.deps.nodeId, now: nowMs(),
