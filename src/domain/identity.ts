@@ -6,7 +6,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { newRowId } from "../wire/ids.js";
 import type { Pool } from "../db/types.js";
-import { selectCredentialWithQueues } from "../db/queries/identity.js";
+import { selectCredentialWithQueues, type CredentialWithQueues } from "../db/queries/identity.js";
 import { CredentialLookups } from "./credential-lookups.js";
 import { decodeBase64urlCanonical, encodeBase64url } from "../wire/base64url.js";
 import { permissionDenied, unauthenticated } from "../wire/errors.js";
@@ -89,21 +89,40 @@ const DUMMY_DIGEST = digestSecret(Buffer.alloc(SECRET_BYTES));
  * credential is read from the database, or through the node's shared lookups (HTTP).
  */
 export async function authenticate(source: Pool | CredentialLookups, header: string | undefined): Promise<Caller> {
+  const parsed = tokenOf(header);
+  const row =
+    source instanceof CredentialLookups ? await source.find(parsed.credentialId) : await selectCredentialWithQueues(source, parsed.credentialId);
+  return callerFrom(parsed, row);
+}
+
+/**
+ * The same from what the node remembers of the credential (credential-lookups.ts): only
+ * for an operation whose own transaction then checks that the credential is not revoked
+ * (worker.ts endAttemptCalls), and that checks again before it answers an error
+ * (router.ts), so that a revoked token still gets 401 before anything else.
+ */
+export async function authenticateRemembered(lookups: CredentialLookups, header: string | undefined): Promise<Caller> {
+  const parsed = tokenOf(header);
+  return callerFrom(parsed, await lookups.recall(parsed.credentialId));
+}
+
+function tokenOf(header: string | undefined): ParsedToken {
   const token = bearerToken(header);
   const parsed = token === undefined ? undefined : parseToken(token);
   if (!parsed) throw unauthenticated();
-  const row =
-    source instanceof CredentialLookups ? await source.find(parsed.credentialId) : await selectCredentialWithQueues(source, parsed.credentialId);
+  return parsed;
+}
+
+function callerFrom(parsed: ParsedToken, row: CredentialWithQueues | undefined): Caller {
   const presented = digestSecret(parsed.secret);
   const matches = timingSafeEqual(presented, row ? Buffer.from(row.secret_digest) : DUMMY_DIGEST);
   if (!row || !matches || row.revoked_at !== null) throw unauthenticated();
-  const queues = row.queues;
   return {
     namespaceId: row.namespace_id,
     applicationId: row.application_id,
     credentialId: row.id,
     actions: new Set(row.actions.split(",").filter((a): a is Action => (ACTIONS as readonly string[]).includes(a))),
-    queues: new Map(queues.map((q) => [q.id, q.name])),
+    queues: new Map(row.queues.map((q) => [q.id, q.name])),
   };
 }
 

@@ -5,13 +5,13 @@
 import type { components } from "../../generated/http/openapi-types.js";
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../db/types.js";
-import { commitAll, withTransaction, type Statement } from "../db/tx.js";
+import { commitAll, queryAll, withTransaction, type Statement } from "../db/tx.js";
 import {
-  endAttempt, endAttemptStatement, insertAttempt, selectAttemptsWithTasks, selectExpired, selectNextQueued, selectTask,
+  attemptsWithTasksFrom, attemptsWithTasksStatements, endAttempt, endAttemptStatement, insertAttempt, selectExpired, selectNextQueued, selectTask,
   type AttemptWithTask, type TaskRow,
 } from "../db/queries/tasks.js";
-import { credentialRevocationStatement, revokedIn } from "../db/queries/identity.js";
-import { OrbitError, notFound, stateConflict } from "../wire/errors.js";
+import { activeCredentialsStatement, activeIn, credentialRevocationStatement, revokedIn } from "../db/queries/identity.js";
+import { OrbitError, notFound, stateConflict, unauthenticated } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId, type Caller } from "./identity.js";
 import { moveTask, nowMs, planMove, toWireTask, type Transition } from "./task-state.js";
@@ -166,9 +166,11 @@ export type AttemptCallOutcome =
 
 /**
  * Ends attempts by workers' calls in one transaction (a batch, attempt-batches.ts, or a
- * single call): one round trip that locks every task and then reads every attempt with
- * its task, locked (tasks first, as cancel and expiry: selectAttemptsWithTasks); then each
- * call decided in order — a call that fails (404, 400, 409) writes nothing but the expiry
+ * single call): one round trip that reads which callers' credentials are active, locks
+ * every task and then reads every attempt with its task, locked (tasks first, as cancel
+ * and expiry: attemptsWithTasksStatements); then each call decided in order — a call
+ * whose credential was revoked is 401 (its request authenticated from the node's memory,
+ * router.ts REVOCATION_IN_TRANSACTION; this is its revocation check) — a call that fails (404, 400, 409) writes nothing but the expiry
  * of a lease that ran out (decideAttemptCall), and a later call on the same attempt sees
  * an earlier one's effect, as it would after its commit; then every
  * write and COMMIT in one round trip: 2 round trips in all (3 with COMMIT apart; one
@@ -177,10 +179,17 @@ export type AttemptCallOutcome =
  * retry — the transaction committed with them (tx.ts commitAll).
  */
 export async function endAttemptCalls(tx: Tx, inputs: readonly AttemptCallInput[], beforeCommit: () => void): Promise<AttemptCallOutcome[]> {
-  const found = await selectAttemptsWithTasks(tx, [...new Set(inputs.map((i) => i.attemptId))]);
+  const credentialIds = [...new Set(inputs.map((i) => i.caller.credentialId))];
+  const [credentialRows, ...attemptRows] = (await queryAll(tx, [
+    activeCredentialsStatement(credentialIds),
+    ...attemptsWithTasksStatements([...new Set(inputs.map((i) => i.attemptId))]),
+  ])) as RowDataPacket[][];
+  const active = activeIn(credentialRows!);
+  const found = attemptsWithTasksFrom(attemptRows);
   const writes: Statement[] = [];
   const outcomes = inputs.map((input): AttemptCallOutcome => {
     try {
+      if (!active.has(input.caller.credentialId)) throw unauthenticated();
       const decided = decideAttemptCall(found.get(input.attemptId), input);
       found.set(input.attemptId, decided.after);
       writes.push(...decided.writes);

@@ -2,14 +2,16 @@
 // pipeline, in the order of spec decision 5:
 //   authenticate (401) → action (403) → query/path checks → handler: scope (404) →
 //   body and Idempotency-Key, read on demand (400) → state (409)
-// all inside the 8 s management deadline. A handler never touches ctx: it returns
+// all inside the 8 s management deadline. (A worker's complete and requeue check the
+// credential's revocation in their own transaction, and again before any refusal:
+// REVOCATION_IN_TRANSACTION.) A handler never touches ctx: it returns
 // {status, data} and this module writes the envelope.
 import Router from "@koa/router";
 import type { Context, Next } from "koa";
 import { ROUTES, type HandlerRequest, type HttpOperationId, type Implementation, type RouteSpec } from "../../generated/http/routes.js";
-import { authenticate, requireAction, isAction, type Caller } from "../domain/identity.js";
+import { authenticate, authenticateRemembered, requireAction, isAction, type Caller } from "../domain/identity.js";
 import type { Pool } from "../db/types.js";
-import { OrbitError, invalidArgument, notFound, protocolRequired, unavailable } from "../wire/errors.js";
+import { OrbitError, invalidArgument, notFound, protocolRequired, unauthenticated, unavailable } from "../wire/errors.js";
 import { parseQuery } from "../wire/query.js";
 import { canonicalJson } from "../wire/canonical.js";
 import type { NodeServices } from "../domain/services.js";
@@ -188,8 +190,43 @@ function deadlineMs(route: RouteSpec, requestTimeoutMs: number): number {
 
 type AnyResult = { status: number; data?: unknown; raw?: string };
 
+/**
+ * The operations that authenticate from what the node remembers of the credential, with
+ * no lookup of their own (credential-lookups.ts): a worker's call on its attempt, whose
+ * batch transaction checks every member's credential is not revoked (worker.ts
+ * endAttemptCalls). The workers' calls are most of the requests at a high result rate.
+ */
+const REVOCATION_IN_TRANSACTION: ReadonlySet<string> = new Set(["completeAttempt", "requeueAttempt"]);
+
 async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal: AbortSignal): Promise<AnyResult> {
-  const caller = await resolveCaller(ctx, route, deps.services.credentials);
+  const remembered = REVOCATION_IN_TRANSACTION.has(route.operationId);
+  const caller = await resolveCaller(ctx, route, deps.services.credentials, remembered);
+  if (!remembered || !caller) return perform(ctx, route, deps, signal, caller);
+  try {
+    return await perform(ctx, route, deps, signal, caller);
+  } catch (e) {
+    await refuseIfRevoked(deps.services.credentials, caller, e);
+    throw e;
+  }
+}
+
+/**
+ * A caller authenticated from memory is refused (4xx) only once its credential is found
+ * active now: a revoked token gets 401 before any other answer (decision 5), as it would
+ * from its own lookup. A refusal is rare on the worker's path, so this costs nothing there.
+ */
+async function refuseIfRevoked(credentials: CredentialLookups, caller: Caller, e: unknown): Promise<void> {
+  if (!(e instanceof OrbitError) || e.status >= 500 || e.code === "UNAUTHENTICATED") return;
+  let now;
+  try {
+    now = await credentials.find(caller.credentialId);
+  } catch (lookupError) {
+    throw translateDbError(lookupError);
+  }
+  if (!now || now.revoked_at !== null) throw unauthenticated();
+}
+
+async function perform(ctx: Context, route: RouteSpec, deps: RouterDeps, signal: AbortSignal, caller: Caller | undefined): Promise<AnyResult> {
   const query = readQuery(ctx, route);
   const path = readPath(ctx, route);
   if (route.transport === "websocket") {
@@ -230,20 +267,27 @@ async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal:
   }
 }
 
-async function resolveCaller(ctx: Context, route: RouteSpec, credentials: CredentialLookups): Promise<Caller | undefined> {
+/** `remembered`: authenticate from the node's memory (REVOCATION_IN_TRANSACTION). */
+async function resolveCaller(ctx: Context, route: RouteSpec, credentials: CredentialLookups, remembered: boolean): Promise<Caller | undefined> {
   if (route.permission === "none") return undefined;
   let caller: Caller;
   try {
     // A repeated Authorization header is ambiguous: it authenticates nothing.
     const values = ctx.req.headersDistinct["authorization"] ?? [];
-    caller = await authenticate(credentials, values.length === 1 ? values[0] : undefined);
+    const header = values.length === 1 ? values[0] : undefined;
+    caller = remembered ? await authenticateRemembered(credentials, header) : await authenticate(credentials, header);
   } catch (e) {
     throw translateDbError(e);
   }
   ctx.state.credentialId = caller.credentialId;
   if (route.permission !== "token") {
     if (!isAction(route.permission)) throw new Error(`unknown permission ${route.permission}`);
-    requireAction(caller, route.permission);
+    try {
+      requireAction(caller, route.permission);
+    } catch (e) {
+      if (remembered) await refuseIfRevoked(credentials, caller, e);
+      throw e;
+    }
   }
   return caller;
 }

@@ -288,6 +288,121 @@ describe("worker API", () => {
     const withKey = await api.post(`/v1/worker/attempts/${fresh.attempt_id}:complete`, { outcome: "succeeded" }, "ignored-key");
     assert.equal(withKey.status, 200, withKey.text);
   });
+
+  describe("calls of a credential revoked after the node has seen it", function () {
+    // A worker's complete and requeue authenticate from what the node remembers of the
+    // credential, and their own transaction checks the revocation (router.ts
+    // REVOCATION_IN_TRANSACTION, worker.ts endAttemptCalls). Every call here comes from a
+    // credential the node has already found active, then revoked by `orbit revoke`: each
+    // is 401 before anything else (decision 5), and nothing of it is written. A node of
+    // its own with the default 60 s attempt lease: no attempt runs out during a test.
+    let node: OrbitNode;
+    let api: Client;
+
+    before(async () => {
+      node = await startNode(db.url);
+      api = client(node.url, cred.token);
+    });
+    after(async () => {
+      await node?.stop();
+    });
+
+    /** A queue and a credential of `actions` on it, which the node has found active (its first call). */
+    async function rememberedCredential(actions: string[]) {
+      const q = await freshQueue();
+      const c = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions, queueIds: [q] });
+      return { q, id: c.id, api: client(node.url, c.token) };
+    }
+    const revoke = async (id: string) => {
+      const rv = await runCli(["revoke", "--credential", id], { ORBIT_DATABASE_URL: db.url });
+      assert.equal(rv.code, 0, rv.stderr);
+    };
+    const taskOf = async (id: string) => (await api.get(`/v1/tasks/${id}`)).json.data;
+    /** The node's statements waiting for a row lock of this database. */
+    const lockWaits = async () =>
+      Number((await db.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT%FOR UPDATE'", [db.name]))[0].n);
+
+    it("answers complete and requeue 401, whatever else is wrong with the call, and writes nothing", async () => {
+      const w = await rememberedCredential(["tasks:work"]);
+      const t = (await api.post("/v1/tasks", { queue_id: w.q, input: 1 })).json.data.task;
+      const claimed = await w.api.post("/v1/worker/claim", { queue_id: w.q }, null);
+      assert.equal(claimed.status, 200, claimed.text);
+      const attempt = claimed.json.data.attempt_id;
+      await revoke(w.id);
+      const call = (attemptId: string, verb: string, body: unknown) => w.api.post(`/v1/worker/attempts/${attemptId}:${verb}`, body, null);
+      assertError(await call(attempt, "complete", { outcome: "succeeded" }), 401, "UNAUTHENTICATED");
+      assertError(await call(attempt, "requeue", {}), 401, "UNAUTHENTICATED");
+      // Not 400, 404 or 409: the body, the attempt and its state come after the credential.
+      assertError(await call(attempt, "complete", { outcome: "done" }), 401, "UNAUTHENTICATED");
+      assertError(await call("0123456789abcdef0123456789abcdef", "complete", { outcome: "succeeded" }), 401, "UNAUTHENTICATED");
+      assertError(await call("not-an-attempt", "requeue", {}), 401, "UNAUTHENTICATED");
+      const now = await taskOf(t.id);
+      assert.deepEqual([now.state, now.attempts, now.revision], ["RUNNING", 1, "2"], "the task is as the claim left it");
+      // The attempt is still the task's: a credential that is not revoked completes it.
+      const done = await api.post(`/v1/worker/attempts/${attempt}:complete`, { outcome: "succeeded" }, null);
+      assert.equal(done.status, 200, done.text);
+      assert.equal(done.json.data.task.state, "SUCCEEDED");
+    });
+
+    it("answers 401, not 403, to a revoked credential without the worker's action", async () => {
+      const r = await rememberedCredential(["tasks:read"]);
+      const t = (await api.post("/v1/tasks", { queue_id: r.q, input: 1 })).json.data.task;
+      assert.equal((await r.api.get(`/v1/tasks/${t.id}`)).status, 200);
+      assertError(await r.api.post(`/v1/worker/attempts/0123456789abcdef0123456789abcdef:complete`, { outcome: "succeeded" }, null), 403, "PERMISSION_DENIED");
+      await revoke(r.id);
+      assertError(await r.api.post(`/v1/worker/attempts/0123456789abcdef0123456789abcdef:complete`, { outcome: "succeeded" }, null), 401, "UNAUTHENTICATED");
+      assertError(await r.api.post(`/v1/worker/attempts/0123456789abcdef0123456789abcdef:requeue`, {}, null), 401, "UNAUTHENTICATED");
+    });
+
+    it("refuses the revoked credential's calls in a batch with an active credential's: those commit, these write nothing", async () => {
+      const w = await rememberedCredential(["tasks:work"]);
+      const tasks = [];
+      for (let i = 0; i < 34; i++) tasks.push((await api.post("/v1/tasks", { queue_id: w.q, input: i })).json.data.task);
+      const claimOf = async (c: Client) => {
+        const res = await c.post("/v1/worker/claim", { queue_id: w.q }, null);
+        assert.equal(res.status, 200, res.text);
+        return res.json.data as { attempt_id: string; task: { id: string } };
+      };
+      const complete = (c: Client, a: { attempt_id: string }) => c.post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "succeeded" }, null);
+      const revoked = [];
+      const active = [];
+      for (let i = 0; i < 16; i++) revoked.push(await claimOf(w.api));
+      for (let i = 0; i < 18; i++) active.push(await claimOf(api));
+      const held = active.splice(16);
+      await revoke(w.id);
+      // The node's two batch slots are held by two calls whose tasks are locked here; the
+      // 32 calls then wait together and go in one batch (MAX_BATCH 32) once the lock goes.
+      const lock = await db.connect();
+      await lock.query("BEGIN");
+      for (const a of held) await lock.query("SELECT id FROM tasks WHERE id = ? FOR UPDATE", [a.task.id]);
+      const metric = async (re: RegExp) => Number(re.exec((await api.get("/metrics")).text)?.[1] ?? NaN);
+      const heldCalls = held.map((a) => complete(api, a));
+      for (const end = Date.now() + 5000; (await metric(/^orbit_attempt_calls_waiting (\d+)/m)) > 0 || (await lockWaits()) < 2; await sleep(10)) {
+        assert.ok(Date.now() < end, "the two held calls did not take the batch slots");
+      }
+      const batchesBefore = await metric(/^orbit_attempt_batch_size_count (\d+)/m);
+      const calls = [...revoked.map((a) => [w.api, a] as const), ...active.map((a) => [api, a] as const)].sort(() => Math.random() - 0.5);
+      const answering = Promise.all(calls.map(([c, a]) => complete(c, a)));
+      for (const end = Date.now() + 5000; (await metric(/^orbit_attempt_calls_waiting (\d+)/m)) < 32; await sleep(10)) assert.ok(Date.now() < end);
+      await lock.query("COMMIT");
+      await lock.end();
+      const answers = await answering;
+      for (const res of await Promise.all(heldCalls)) assert.equal(res.status, 200, res.text);
+      assert.equal((await metric(/^orbit_attempt_batch_size_count (\d+)/m)) - batchesBefore, 1, "the 32 calls went in one batch");
+      calls.forEach(([c], i) => {
+        if (c === api) assert.equal(answers[i]!.status, 200, answers[i]!.text);
+        else assertError(answers[i]!, 401, "UNAUTHENTICATED");
+      });
+      for (const a of revoked) assert.equal((await taskOf(a.task.id)).state, "RUNNING");
+      for (const a of active) assert.equal((await taskOf(a.task.id)).state, "SUCCEEDED");
+      await waitSequenced(db, cred.namespace_id);
+      const ours = new Set(tasks.map((t) => t.id as string));
+      const events = (await readLog(db, cred.namespace_id)).events.filter((e) => e.type === "task.succeeded" && ours.has(e.aggregate_id));
+      const expected = [...active, ...held].map((a) => a.task.id).sort();
+      assert.deepEqual(events.map((e) => e.aggregate_id).sort(), expected, "one event for each active call, none for the revoked");
+    });
+  });
+
 });
 
 describe("worker calls on an attempt whose lease ran out before any sweep recovered it", function () {

@@ -162,3 +162,18 @@ export function credentialRevocationStatement(id: string): Statement {
 export function revokedIn(rows: RowDataPacket[]): boolean {
   return rows.length === 0 || rows[0]!.revoked_at !== null;
 }
+
+/**
+ * Which of these credentials are active (not revoked) now: a worker's calls send it with
+ * their batch's first statements (worker.ts endAttemptCalls). A plain read at READ
+ * COMMITTED sees every revocation committed before it; revoked_at only ever goes from
+ * NULL to a time, so nothing needs locking.
+ */
+export function activeCredentialsStatement(ids: readonly string[]): Statement {
+  return { sql: "SELECT id FROM credentials WHERE id IN (?) AND revoked_at IS NULL", params: [ids] };
+}
+
+/** activeCredentialsStatement's result: the active credentials' ids. */
+export function activeIn(rows: RowDataPacket[]): Set<string> {
+  return new Set(rows.map((r) => r.id as string));
+}

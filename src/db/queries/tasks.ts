@@ -1,7 +1,7 @@
 // SQL for tasks and task_attempts. Row types mirror the columns.
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
-import { defer, queryAll, type Statement } from "../tx.js";
+import { defer, type Statement } from "../tx.js";
 
 export type TaskState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "NEEDS_REVIEW";
 
@@ -145,9 +145,9 @@ export interface AttemptWithTask {
 }
 
 /**
- * Takes attempt ids; returns each attempt with its task, both locked, by attempt id (a
- * batch of completions, worker.ts: a completion serialises on its task), in one round
- * trip of two statements, the tasks locked first.
+ * Takes attempt ids; the two statements that read each attempt with its task, both
+ * locked (a batch of completions, worker.ts: a completion serialises on its task), sent
+ * in one round trip, the tasks locked first.
  *
  * Why tasks first: cancel (tasks.ts) and the attempt expiry (worker.ts) lock the task and
  * then update its attempt. One statement joining attempts to tasks locked each attempt
@@ -158,8 +158,12 @@ export interface AttemptWithTask {
  * every writer of an attempt takes its task first (cancel, expiry, claim, completion),
  * and a batch takes its tasks in id order: none waits for a row while holding a later one.
  */
-export async function selectAttemptsWithTasks(tx: Tx, attemptIds: readonly string[]): Promise<Map<string, AttemptWithTask>> {
-  const [, rows] = (await queryAll(tx, [lockTasksOfAttemptsStatement(attemptIds), attemptsWithTasksStatement(attemptIds)])) as RowDataPacket[][];
+export function attemptsWithTasksStatements(attemptIds: readonly string[]): Statement[] {
+  return [lockTasksOfAttemptsStatement(attemptIds), attemptsWithTasksStatement(attemptIds)];
+}
+
+/** attemptsWithTasksStatements' results, in order: each attempt with its task, by attempt id. */
+export function attemptsWithTasksFrom([, rows]: readonly RowDataPacket[][]): Map<string, AttemptWithTask> {
   const found = new Map<string, AttemptWithTask>();
   for (const r of rows!) {
     const attempt: AttemptRow = { id: r.a_id, task_id: r.a_task_id, number: r.a_number, lease_until: r.a_lease_until, ended_by: r.a_ended_by, end_body: r.a_end_body };
