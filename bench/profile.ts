@@ -3,7 +3,7 @@
 // tasks, more work than the timed completions), so the phase's own costs drown. Nodes are
 // started with an inspector on a loopback port; the phase starts and stops the V8
 // profiler through it (Chrome DevTools Protocol: Profiler.start / Profiler.stop).
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import WebSocket from "ws";
@@ -65,12 +65,19 @@ export async function withProfile<T>(pids: Record<string, number | undefined>, l
   try {
     return await fn();
   } finally {
+    // Every inspector is closed whatever happens to a profile: a node still attached to
+    // one does not exit when stopped ("Waiting for the debugger to disconnect"), and the
+    // run hung on it when the directory was missing.
+    mkdirSync(PROFILE_DIR, { recursive: true });
     for (const { key, pid, inspector } of open) {
-      const { profile } = await inspector.call("Profiler.stop");
-      inspector.close();
-      const file = path.join(PROFILE_DIR, `${String(++written).padStart(2, "0")}-${label}-${key}-${pid}.cpuprofile`);
-      writeFileSync(file, JSON.stringify(profile));
-      process.stderr.write(`bench: profile ${file}\n`);
+      try {
+        const { profile } = await inspector.call("Profiler.stop");
+        const file = path.join(PROFILE_DIR, `${String(++written).padStart(2, "0")}-${label}-${key}-${pid}.cpuprofile`);
+        writeFileSync(file, JSON.stringify(profile));
+        process.stderr.write(`bench: profile ${file}\n`);
+      } finally {
+        inspector.close();
+      }
     }
   }
 }
