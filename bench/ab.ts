@@ -36,6 +36,7 @@ const FIGURES: readonly { label: string; key: string; path: string; lower?: bool
   { label: "append /s", key: "orbit.append", path: "resultsPerSec" },
   { label: "append: node CPU s", key: "orbit.append", path: "cpu.node", lower: true },
   { label: "append: MariaDB CPU s", key: "orbit.append", path: "cpu.mariadb", lower: true },
+  { label: "submit→claim→complete /s", key: "orbit.append", path: "submitClaimCompletePerSec" },
   { label: "claim of 32 alone, ms", key: "orbit.claim", path: "meanMs", lower: true },
   { label: "latency same p99 ms", key: "orbit.latency.same", path: "sameNode.p99Ms", lower: true },
   { label: "latency other p99 ms", key: "orbit.latency.other", path: "otherNode.p99Ms", lower: true },

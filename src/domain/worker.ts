@@ -7,11 +7,12 @@ import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../db/types.js";
 import { commitAll, queryAll, withTransaction, type Statement } from "../db/tx.js";
 import {
-  attemptsWithTasksFrom, attemptsWithTasksStatements, endAttempt, endAttemptStatement, insertAttempt, selectExpired, selectNextQueued, selectTask,
+  attemptsWithTasksFrom, attemptsWithTasksStatements, endAttempt, endAttemptStatement, expiredStatement, insertAttemptStatement, nextQueuedStatement,
+  selectExpired, selectNextQueued, selectTask,
   type AttemptWithTask, type TaskRow,
 } from "../db/queries/tasks.js";
 import { activeCredentialsStatement, activeIn, credentialRevocationStatement, revokedIn } from "../db/queries/identity.js";
-import { OrbitError, notFound, stateConflict, unauthenticated } from "../wire/errors.js";
+import { OrbitError, notFound, stateConflict, unauthenticated, unavailable } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId, type Caller } from "./identity.js";
 import { moveTask, nowMs, planMove, toWireTask, type Transition } from "./task-state.js";
@@ -29,7 +30,12 @@ const EXPIRE_BATCH = 32;
  * with effect_uncertain=true — the attempt may have had its effect.
  */
 export async function expireAttempts(tx: Tx, now: Date, effects: ExpiryEffects, queueId?: string): Promise<void> {
-  for (const id of await selectExpired(tx, now, EXPIRE_BATCH, queueId)) {
+  await expireTasks(tx, await selectExpired(tx, now, EXPIRE_BATCH, queueId), now, effects);
+}
+
+/** The same for tasks found expired and locked already (expiredStatement). */
+async function expireTasks(tx: Tx, ids: readonly string[], now: Date, effects: ExpiryEffects): Promise<void> {
+  for (const id of ids) {
     const task = (await selectTask(tx, id, true))!;
     if (task.current_attempt_id) await endAttempt(tx, task.current_attempt_id, "expired", null, now);
     const moved = await moveTask(tx, task, expiry(task, now));
@@ -74,6 +80,12 @@ export const noEffects = (): ExpiryEffects => ({ namespaces: new Set(), queues: 
  * task. `recheckCredential`: the caller was authenticated before an earlier attempt of
  * the same long-poll, so its credential may have been revoked since; a revoked
  * credential takes no task (platform.md: a revoked token is 401 UNAUTHENTICATED).
+ *
+ * 2 round trips: [START; the credential's revocation when rechecked; the queue's expired
+ * attempts and its oldest QUEUED task, both locked], [the attempt's INSERT, the task's
+ * UPDATE and COMMIT] — 6 until session 26 (each statement its own). A task an expiry
+ * requeues goes to the back of the queue, so the task read first is still the oldest;
+ * only when there was none is the queue read again, after the expiry.
  */
 export async function claimOnce(
   pool: Pool,
@@ -87,21 +99,21 @@ export async function claimOnce(
   return withTransaction(
     pool,
     async (tx) => {
-      if (recheckCredential) {
-        const { sql, params } = credentialRevocationStatement(caller.credentialId);
-        const [rows] = await tx.query<RowDataPacket[]>(sql, [...params]);
-        if (revokedIn(rows)) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
-      }
       const now = nowMs();
-      await expireAttempts(tx, now, effects, queueId);
-      const id = await selectNextQueued(tx, queueId);
-      if (!id) return undefined;
-      const task = (await selectTask(tx, id, true))!;
-      if (task.namespace_id !== caller.namespaceId) return undefined;
+      const reads = [expiredStatement(now, EXPIRE_BATCH, queueId), nextQueuedStatement(queueId)];
+      if (recheckCredential) reads.unshift(credentialRevocationStatement(caller.credentialId));
+      const results = (await queryAll(tx, reads)) as RowDataPacket[][];
+      if (recheckCredential && revokedIn(results.shift()!)) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
+      const [expired, next] = results as [RowDataPacket[], (TaskRow & RowDataPacket)[]];
+      let task: TaskRow | undefined = next[0];
+      if (expired.length > 0) {
+        await expireTasks(tx, expired.map((r) => r.id as string), now, effects);
+        task ??= await selectNextQueued(tx, queueId);
+      }
+      if (!task || task.namespace_id !== caller.namespaceId) return undefined;
       const attemptId = newId();
       const leaseUntil = new Date(now.getTime() + workerLeaseMs);
-      await insertAttempt(tx, { id: attemptId, taskId: task.id, number: task.attempts + 1, now, leaseUntil });
-      const moved = await moveTask(tx, task, {
+      const moved = planMove(task, {
         to: "RUNNING",
         effectUncertain: false,
         attempts: task.attempts + 1,
@@ -109,6 +121,13 @@ export async function claimOnce(
         leaseUntil,
         now,
       });
+      // Checked here, as withTransaction checks before its own COMMIT: a claim whose
+      // deadline passed or whose client left rolls back.
+      if (signal?.aborted) throw unavailable();
+      const insert = insertAttemptStatement({ id: attemptId, taskId: task.id, number: task.attempts + 1, now, leaseUntil });
+      const written = (await commitAll(tx, [insert, ...moved.writes])) as ResultSetHeader[];
+      // The task is locked by this transaction: its guarded UPDATE changes exactly its row.
+      if (written.some((r) => r.affectedRows !== 1)) throw new Error(`task ${task.id} changed under its lock`);
       return { task: toWireTask(moved.task), attempt_id: attemptId, lease_until: formatTimestamp(leaseUntil) };
     },
     signal,

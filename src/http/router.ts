@@ -195,6 +195,9 @@ type AnyResult = { status: number; data?: unknown; raw?: string };
  * no lookup of their own (credential-lookups.ts): a worker's call on its attempt, whose
  * batch transaction checks every member's credential is not revoked (worker.ts
  * endAttemptCalls). The workers' calls are most of the requests at a high result rate.
+ * Not the claim: it comes first in a worker's loop, and its lookup keeps the memory
+ * fresh for the calls that follow (the tests widen a credential's scope by hand, which
+ * no API does, and a claim from memory missed the new queue: 404).
  */
 const REVOCATION_IN_TRANSACTION: ReadonlySet<string> = new Set(["completeAttempt", "requeueAttempt"]);
 

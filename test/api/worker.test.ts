@@ -493,6 +493,21 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
     assert.equal(again.task.attempts, 2);
   });
 
+  it("lets the claim that finds an attempt's lease run out recover it and, with nothing else queued, claim its task at once", async () => {
+    // A claim reads the queue's expired attempts and its oldest QUEUED task together; with
+    // none QUEUED, it reads the queue again after the expiry requeued the task.
+    await nodeWithoutSweep(1000);
+    const t = await submit(2);
+    const first = await claim();
+    assert.equal(first.task.id, t.id);
+    await untilPast(first.lease_until);
+    const second = await claim();
+    assert.ok(second, "the requeued task is claimed by the claim that recovered it");
+    assert.deepEqual([second.task.id, second.task.state, second.task.attempts, second.task.revision], [t.id, "RUNNING", 2, "4"]);
+    assert.notEqual(second.attempt_id, first.attempt_id);
+    assert.deepEqual(await eventsOf([t.id]), [[t.id, "task.requeued", "LEASE_EXPIRED", true, first.attempt_id]]);
+  });
+
   it("lets a cancel after lease_until, before any recovery, cancel the task as RUNNING (effect_uncertain); the worker's late call is then 409", async () => {
     // openapi.yaml ClaimResult.lease_until: until recovered the task reads RUNNING at its
     // claim's revision, and a cancel with that revision takes it (no task.requeued).

@@ -8,7 +8,10 @@ import type { Client } from "./api.js";
 
 /**
  * A new queue (bootstrap, namespace "ns", application "app") added to `cred`'s scope: a
- * queue of its own per test, so that tests never claim each other's tasks.
+ * queue of its own per test, so that tests never claim each other's tasks. No API widens
+ * a credential; a node that remembers `cred` (a worker's complete and requeue
+ * authenticate from memory: credential-lookups.ts) sees the new queue once any other
+ * request of `cred` looked it up again — in the tests, the submit or claim before.
  */
 export async function grantedQueue(db: TestDatabase, cred: BootstrapOutput, name: string, eventAccess = false): Promise<string> {
   const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name], ...(eventAccess ? { eventAccess } : {}) });

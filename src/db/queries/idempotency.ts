@@ -1,6 +1,7 @@
 // SQL for idempotency_keys.
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Tx } from "../types.js";
+import { defer } from "../tx.js";
 
 export interface IdempotencyKeyRef {
   readonly credentialId: string;
@@ -41,11 +42,14 @@ export async function selectKey(tx: Tx, ref: IdempotencyKeyRef): Promise<Idempot
   return rows[0];
 }
 
-/** Stores the receipt of the write the key was claimed for. */
-export async function storeReceipt(tx: Tx, ref: IdempotencyKeyRef, status: number, data: string): Promise<void> {
-  await tx.query(
-    `UPDATE idempotency_keys SET response_status = ?, response_data = ?
+/**
+ * Stores the receipt of the write the key was claimed for. Deferred (tx.ts): it goes with
+ * the COMMIT (the key's row is this transaction's own, so it changes exactly that row).
+ */
+export function storeReceipt(tx: Tx, ref: IdempotencyKeyRef, status: number, data: string): Promise<void> {
+  return defer(tx, {
+    sql: `UPDATE idempotency_keys SET response_status = ?, response_data = ?
       WHERE credential_id = ? AND operation = ? AND idem_key = ?`,
-    [status, data, ref.credentialId, ref.operation, ref.key],
-  );
+    params: [status, data, ref.credentialId, ref.operation, ref.key],
+  });
 }

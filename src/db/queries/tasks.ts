@@ -24,16 +24,20 @@ export interface TaskRow {
 const TASK_COLUMNS = `id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
   result, current_attempt_id, lease_until, created_at, updated_at`;
 
-export async function insertTask(
+/**
+ * A new QUEUED task. Deferred (tx.ts): nothing reads its result, so it travels with the
+ * transaction's COMMIT; a failure fails the transaction there as usual.
+ */
+export function insertTask(
   tx: Tx,
   t: { id: string; namespaceId: string; queueId: string; maxAttempts: number; input: string; now: Date },
 ): Promise<void> {
-  await tx.query(
-    `INSERT INTO tasks (id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
+  return defer(tx, {
+    sql: `INSERT INTO tasks (id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
                         input, queued_at, created_at, updated_at)
      VALUES (?, ?, ?, 'QUEUED', 1, 0, ?, FALSE, ?, ?, ?, ?)`,
-    [t.id, t.namespaceId, t.queueId, t.maxAttempts, t.input, t.now, t.now, t.now],
-  );
+    params: [t.id, t.namespaceId, t.queueId, t.maxAttempts, t.input, t.now, t.now, t.now],
+  });
 }
 
 /** Takes a task id; returns the task (locked for update when `lock`). */
@@ -83,25 +87,37 @@ export function updateTaskStatement(id: string, expectedRevision: string, c: Tas
 }
 
 /**
- * Takes a queue; returns the oldest QUEUED task's id, locked. SKIP LOCKED lets
+ * Takes a queue; the statement that reads its oldest QUEUED task, locked. SKIP LOCKED lets
  * concurrent claimers of one queue pass each other instead of queueing on one row.
  */
-export async function selectNextQueued(tx: Tx, queueId: string): Promise<string | undefined> {
-  const [rows] = await tx.query<RowDataPacket[]>(
-    `SELECT id FROM tasks WHERE queue_id = ? AND state = 'QUEUED'
+export function nextQueuedStatement(queueId: string): Statement {
+  return {
+    sql: `SELECT ${TASK_COLUMNS} FROM tasks WHERE queue_id = ? AND state = 'QUEUED'
       ORDER BY queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-    [queueId],
-  );
-  return rows[0]?.id as string | undefined;
+    params: [queueId],
+  };
 }
 
-/** RUNNING tasks whose attempt lease ran out before `now` (optionally in one queue). */
-export async function selectExpired(tx: Tx, now: Date, limit: number, queueId?: string): Promise<string[]> {
-  const [rows] = await tx.query<RowDataPacket[]>(
-    `SELECT id FROM tasks WHERE state = 'RUNNING' AND lease_until < ?${queueId ? " AND queue_id = ?" : ""}
+/** nextQueuedStatement, alone. */
+export async function selectNextQueued(tx: Tx, queueId: string): Promise<TaskRow | undefined> {
+  const { sql, params } = nextQueuedStatement(queueId);
+  const [rows] = await tx.query<(TaskRow & RowDataPacket)[]>(sql, [...params]);
+  return rows[0];
+}
+
+/** The statement that reads RUNNING tasks whose attempt lease ran out before `now` (optionally in one queue), locked. */
+export function expiredStatement(now: Date, limit: number, queueId?: string): Statement {
+  return {
+    sql: `SELECT id FROM tasks WHERE state = 'RUNNING' AND lease_until < ?${queueId ? " AND queue_id = ?" : ""}
       ORDER BY lease_until LIMIT ? FOR UPDATE SKIP LOCKED`,
-    queueId ? [now, queueId, limit] : [now, limit],
-  );
+    params: queueId ? [now, queueId, limit] : [now, limit],
+  };
+}
+
+/** expiredStatement, alone: the ids. */
+export async function selectExpired(tx: Tx, now: Date, limit: number, queueId?: string): Promise<string[]> {
+  const { sql, params } = expiredStatement(now, limit, queueId);
+  const [rows] = await tx.query<RowDataPacket[]>(sql, [...params]);
   return rows.map((r) => r.id as string);
 }
 
@@ -114,14 +130,12 @@ export interface AttemptRow {
   end_body: string | null;
 }
 
-export async function insertAttempt(
-  tx: Tx,
-  a: { id: string; taskId: string; number: number; now: Date; leaseUntil: Date },
-): Promise<void> {
-  await tx.query(
-    "INSERT INTO task_attempts (id, task_id, number, started_at, lease_until) VALUES (?, ?, ?, ?, ?)",
-    [a.id, a.taskId, a.number, a.now, a.leaseUntil],
-  );
+/** A claim's new attempt: sent with the task's UPDATE and the COMMIT (worker.ts claimOnce). */
+export function insertAttemptStatement(a: { id: string; taskId: string; number: number; now: Date; leaseUntil: Date }): Statement {
+  return {
+    sql: "INSERT INTO task_attempts (id, task_id, number, started_at, lease_until) VALUES (?, ?, ?, ?, ?)",
+    params: [a.id, a.taskId, a.number, a.now, a.leaseUntil],
+  };
 }
 
 /**
