@@ -8,6 +8,7 @@ import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, waitSequenced, type Client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
+import { queueWithSubscription } from "../helpers/fixtures.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
 import { ack, claim, ENGINE_SESSION, type Lease } from "../../src/domain/delivery-engine.js";
 import { claimableStatement } from "../../src/db/queries/deliveries.js";
@@ -115,6 +116,26 @@ describe("deliveries", function () {
         assert.ok(!res.text.includes(leak), `no ${leak} in a read`);
       }
     }
+  });
+
+  it("shows a worker's result event with its result, and never its input, error or the attempt's other content", async () => {
+    // The cancelled events above carry no result; this one does, so every field an event
+    // read could take from the task or the attempt is there to leak (subscriptions.md §6:
+    // details never carry task input; openapi.yaml: a worker's error is shown by no read).
+    const { q: own, sub } = await queueWithSubscription(db, cred, api);
+    const hidden = "request-content-no-read-shows";
+    await api.post("/v1/tasks", { queue_id: own, input: { secret_input: hidden } });
+    const a = (await api.post("/v1/worker/claim", { queue_id: own }, null)).json.data;
+    const done = await api.post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "failed", result: { n: 1 }, error: hidden }, null);
+    assert.equal(done.status, 200, done.text);
+    await waitSequenced(db, cred.namespace_id);
+    const [leased] = (await claimOne(pool, session(sub, 1))).leases;
+    const detail = await api.get(`/v1/subscriptions/${sub}/deliveries/${leased!.delivery.id}`);
+    assertContract("getEventDelivery", detail);
+    const e = detail.json.data.event;
+    assert.deepEqual(e.details, { state: "FAILED", reason: "WORKER_FAILED" });
+    assert.deepEqual(e.snapshot.result, '{"n":1}');
+    assert.ok(!detail.text.includes(hidden), detail.text);
   });
 
   it("filters by state, pages newest first, and binds cursors to subscription and filter", async () => {

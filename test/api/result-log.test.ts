@@ -11,10 +11,21 @@ import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } fr
 import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
 import { createPool } from "../../src/db/pool.js";
 import { purgeOlderThan } from "../../src/domain/result-log.js";
+import * as frames from "../../generated/ws/validators.js";
+
+const validResultEvent = (frames as unknown as Record<string, ((d: unknown) => boolean) & { errors?: unknown }>).ResultEvent!;
+/** The snapshot's fields (subscriptions.md §6): a result and the attempt are optional. */
+const SNAPSHOT_FIELDS = ["schema_version", "task_id", "queue_id", "state", "revision", "effect_uncertain", "result", "current_attempt_id"];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const PRODUCERS = 8;
 const TASKS_PER_PRODUCER = 20;
+/**
+ * In the content of every request of the producers that the log must not show
+ * (platform.md: details carries {state, reason} and never task input): the input, a
+ * worker's error, the free-text reasons of requeue, cancel and resolve.
+ */
+const REQUEST_TEXT = "request-text-the-log-never-shows";
 
 describe("result log", function () {
   this.timeout(120000);
@@ -44,16 +55,16 @@ describe("result log", function () {
       return res.json?.data;
     };
     for (let i = 0; i < TASKS_PER_PRODUCER; i++) {
-      const task = (await post("/v1/tasks", { queue_id: queueId, input: { i } })).task;
+      const task = (await post("/v1/tasks", { queue_id: queueId, input: { i, note: REQUEST_TEXT } })).task;
       switch ((seed + i) % 5) {
         case 0: // cancel while QUEUED
-          await post(`/v1/tasks/${task.id}:cancel`, { expected_revision: task.revision, reason: "r" });
+          await post(`/v1/tasks/${task.id}:cancel`, { expected_revision: task.revision, reason: REQUEST_TEXT });
           events += 1;
           break;
         case 1: {
           // requeue, then complete
           const a = await post("/v1/worker/claim", { queue_id: queueId }, null);
-          await post(`/v1/worker/attempts/${a.attempt_id}:requeue`, { reason: "safe" }, null);
+          await post(`/v1/worker/attempts/${a.attempt_id}:requeue`, { reason: REQUEST_TEXT }, null);
           const b = await post("/v1/worker/claim", { queue_id: queueId }, null);
           await post(`/v1/worker/attempts/${b.attempt_id}:complete`, { outcome: "succeeded", result: i }, null);
           events += 2;
@@ -62,7 +73,7 @@ describe("result log", function () {
         case 2: {
           // cancel while RUNNING
           const a = await post("/v1/worker/claim", { queue_id: queueId }, null);
-          await post(`/v1/tasks/${task.id}:cancel`, { expected_revision: a.task.revision, reason: "stop" });
+          await post(`/v1/tasks/${task.id}:cancel`, { expected_revision: a.task.revision, reason: REQUEST_TEXT });
           events += 1;
           break;
         }
@@ -70,13 +81,13 @@ describe("result log", function () {
           // needs review, then resolved
           const a = await post("/v1/worker/claim", { queue_id: queueId }, null);
           const done = await post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "needs_review" }, null);
-          await post(`/v1/tasks/${task.id}:resolve`, { expected_revision: done.task.revision, outcome: "failed", reason: "no" });
+          await post(`/v1/tasks/${task.id}:resolve`, { expected_revision: done.task.revision, outcome: "failed", reason: REQUEST_TEXT });
           events += 2;
           break;
         }
         default: {
           const a = await post("/v1/worker/claim", { queue_id: queueId }, null);
-          await post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "failed" }, null);
+          await post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "failed", error: REQUEST_TEXT }, null);
           events += 1;
         }
       }
@@ -145,6 +156,27 @@ describe("result log", function () {
     }
     for (const bad of [["--after", "01"], ["--limit", "0"], ["--limit", "10001"]]) {
       assert.equal((await runCli(["events", "--namespace", "ns", ...bad], env)).code, 2, bad.join(" "));
+    }
+  });
+
+  it("prints with orbit events no request content: details is {state, reason}, the snapshot only its listed fields", async () => {
+    // platform.md: details carries {state, reason} and never task input; the worker's
+    // error is kept with the attempt and shown by no read (openapi.yaml). task.requeued is
+    // only here (no subscription receives it), so no frame or response validator sees it.
+    const res = await runCli(["events", "--namespace", "ns", "--limit", "10000"], { ORBIT_DATABASE_URL: db.url });
+    assert.equal(res.code, 0, res.stderr);
+    assert.ok(!res.stdout.includes(REQUEST_TEXT), "a request's input, error or reason is in the log");
+    const lines = res.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const types = new Set(lines.map((e) => e.type));
+    for (const t of ["task.requeued", "task.succeeded", "task.failed", "task.cancelled", "task.needs_review"]) assert.ok(types.has(t), t);
+    assert.ok(lines.some((e) => e.snapshot.result !== undefined), "some event carries a worker's result");
+    for (const e of lines) {
+      assert.deepEqual(Object.keys(e.details).sort(), ["reason", "state"], JSON.stringify(e));
+      assert.equal(e.details.state, e.snapshot.state);
+      const extra = Object.keys(e.snapshot).filter((k) => !SNAPSHOT_FIELDS.includes(k));
+      assert.deepEqual(extra, [], JSON.stringify(e));
+      // The result types are exactly the contract's event (the requeue's state is no result's).
+      if (e.type !== "task.requeued") assert.ok(validResultEvent(e), `${JSON.stringify(validResultEvent.errors)}\n${JSON.stringify(e)}`);
     }
   });
 
