@@ -157,6 +157,21 @@ describe("result log", function () {
     for (const bad of [["--after", "01"], ["--limit", "0"], ["--limit", "10001"]]) {
       assert.equal((await runCli(["events", "--namespace", "ns", ...bad], env)).code, 2, bad.join(" "));
     }
+    // README: --after defaults to 0 and --limit to 100, and the head and the retention
+    // boundary go to stderr, so stdout stays pure JSON lines. The log holds more than 100.
+    const { head, events } = await readLog(db, cred.namespace_id);
+    assert.ok(events.length > 100, `${events.length} events`);
+    const sequences = (stdout: string) => stdout.trim().split("\n").map((l) => JSON.parse(l).sequence as string);
+    const first = await runCli(["events", "--namespace", "ns"], env);
+    assert.equal(first.code, 0, first.stderr);
+    assert.deepEqual(sequences(first.stdout), events.slice(0, 100).map((e) => e.sequence));
+    assert.equal(first.stderr, `head ${head}, retained after 0\n`);
+    // --limit 10000 is the largest allowed, and a limit above 100 is honoured: the whole
+    // log, oldest first, task.requeued included (subscriptions never deliver those).
+    const all = await runCli(["events", "--namespace", "ns", "--limit", "10000"], env);
+    assert.equal(all.code, 0, all.stderr);
+    assert.deepEqual(sequences(all.stdout), events.map((e) => e.sequence));
+    assert.ok(all.stdout.includes(`"type":"task.requeued"`));
   });
 
   it("prints with orbit events no request content: details is {state, reason}, the snapshot only its listed fields", async () => {
@@ -214,6 +229,55 @@ describe("result log", function () {
     assert.equal(lower.code, 0, lower.stderr);
     assert.match(lower.stdout, /purged 0 events; the retained log of ns starts after 10\n$/);
     assert.equal((await readLog(db, cred.namespace_id)).events[0]!.sequence, "11");
+    // ... and the namespace keeps that boundary, as orbit events reports it: a boundary
+    // lowered to 4 would let a new subscription ask for history that is gone.
+    const view = await runCli(["events", "--namespace", "ns", "--limit", "1"], env);
+    assert.equal(view.code, 0, view.stderr);
+    assert.equal(view.stderr, `head ${head}, retained after 10\n`);
+  });
+
+  it("purges the whole log with --before head + 1, the largest allowed", async () => {
+    // README: SEQUENCE <= head + 1. head + 1 is how an operator empties a namespace's log.
+    const env = { ORBIT_DATABASE_URL: db.url };
+    const { head } = await readLog(db, elsewhere.namespace_id);
+    assert.ok(head > 0n);
+    const above = await runCli(["purge", "--namespace", "ns2", "--before", (head + 2n).toString()], env);
+    assert.equal(above.code, 2, above.stderr);
+    assert.match(above.stderr, new RegExp(`--before must be at most head \\+ 1 \\(${head + 1n}\\)`));
+    const res = await runCli(["purge", "--namespace", "ns2", "--before", (head + 1n).toString()], env);
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(res.stdout, `purged ${head} events; the retained log of ns2 starts after ${head}\n`);
+    const view = await runCli(["events", "--namespace", "ns2"], env);
+    assert.equal(view.code, 0, view.stderr);
+    assert.equal(view.stdout, "");
+    assert.equal(view.stderr, `head ${head}, retained after ${head}\n`);
+  });
+
+  it("purges a log longer than one delete batch (1,000 rows) whole, and counts every row", async () => {
+    // The rows go in batches of 1,000 after the boundary is raised: the count printed is
+    // what the operator relies on, and every batch must run, not just the first.
+    const env = { ORBIT_DATABASE_URL: db.url };
+    const big = await bootstrap(db.url, { namespace: "ns3", application: "app", queues: ["q"] });
+    const n = 1100;
+    const c = await db.connect();
+    try {
+      // A numbered log as the sequencer leaves it: sequences 1..n and the head at n.
+      const rows = Array.from({ length: n }, (_, i) => [
+        `c${i.toString(16).padStart(31, "0")}`, big.namespace_id, big.queues[0]!.id, i + 1, "task.cancelled",
+        `d${i.toString(16).padStart(31, "0")}`, 2, new Date(), '{"state":"CANCELLED","reason":"CANCEL_REQUESTED"}', "{}",
+      ]);
+      await c.query(
+        "INSERT INTO result_events (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot) VALUES ?",
+        [rows],
+      );
+      await c.query("UPDATE namespace_streams SET head_sequence = ? WHERE namespace_id = ?", [n, big.namespace_id]);
+    } finally {
+      await c.end();
+    }
+    const res = await runCli(["purge", "--namespace", "ns3", "--before", String(n + 1)], env);
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(res.stdout, `purged ${n} events; the retained log of ns3 starts after ${n}\n`);
+    assert.deepEqual((await readLog(db, big.namespace_id)).events, []);
   });
 
   it("purges by age (ORBIT_RETENTION) everything that occurred before the cutoff", async () => {

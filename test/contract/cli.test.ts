@@ -69,6 +69,21 @@ describe("orbit CLI", () => {
     }
   });
 
+  it("refuses a missing required option with exit 2, naming it", async () => {
+    // README: a missing argument is a usage error (2), not a failure (1). The database is
+    // unreachable: the refusal comes before any connection.
+    for (const [args, message] of [
+      [["purge", "--namespace", "ns"], /--namespace and --before are required/],
+      [["purge", "--before", "1"], /--namespace and --before are required/],
+      [["events"], /--namespace is required/],
+      [["events", "--after", "1", "--limit", "5"], /--namespace is required/],
+    ] as const) {
+      const res = await runCli([...args], { ORBIT_DATABASE_URL: "mysql://root@127.0.0.1:1/orbit_unused" });
+      assert.equal(res.code, 2, `${args.join(" ")}: ${res.stderr}`);
+      assert.match(res.stderr, message);
+    }
+  });
+
   it("echoes a bad name argument JSON-escaped, so control characters never reach the terminal", async () => {
     // The names were echoed raw: an ESC sequence recoloured the terminal, a newline forged a line.
     const hostile = "a\u001b[31mred\nX";
