@@ -63,15 +63,16 @@ export async function submitTask(tx: Tx, caller: Caller, s: SubmitInput): Promis
   return idempotent(tx, { ref, content: s.canonicalBody }, async () => {
     const id = newId();
     const now = nowMs();
-    const maxAttempts = s.maxAttempts ?? DEFAULT_TASK_MAX_ATTEMPTS;
-    await insertTask(tx, { id, namespaceId: caller.namespaceId, queueId: s.queueId, maxAttempts, input: s.inputText, now });
     // The row as inserted, not read back: a submit is 2 round trips ([START; claim the
     // key], [insert the task; store the receipt; COMMIT]) instead of 5 (session 26).
-    const row: TaskRow = {
-      id, namespace_id: caller.namespaceId, queue_id: s.queueId, state: "QUEUED", revision: "1", attempts: 0,
-      max_attempts: maxAttempts, effect_uncertain: 0, result: null, current_attempt_id: null, lease_until: null,
-      created_at: now, updated_at: now,
-    };
+    const row = await insertTask(tx, {
+      id,
+      namespaceId: caller.namespaceId,
+      queueId: s.queueId,
+      maxAttempts: s.maxAttempts ?? DEFAULT_TASK_MAX_ATTEMPTS,
+      input: s.inputText,
+      now,
+    });
     return { status: 201, data: { task: toWireTask(row) } };
   });
 }

@@ -155,12 +155,12 @@ export async function selectNamespaceId(db: Pool | Tx, name: string): Promise<st
 
 /** A credential's revocation, to send with other statements (revokedIn reads its result). */
 export function credentialRevocationStatement(id: string): Statement {
-  return { sql: "SELECT revoked_at FROM credentials WHERE id = ?", params: [id] };
+  return activeCredentialsStatement([id]);
 }
 
 /** credentialRevocationStatement's result: true when the credential is revoked (or gone). */
 export function revokedIn(rows: RowDataPacket[]): boolean {
-  return rows.length === 0 || rows[0]!.revoked_at !== null;
+  return rows.length === 0;
 }
 
 /**

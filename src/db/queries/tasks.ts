@@ -25,19 +25,25 @@ const TASK_COLUMNS = `id, namespace_id, queue_id, state, revision, attempts, max
   result, current_attempt_id, lease_until, created_at, updated_at`;
 
 /**
- * A new QUEUED task. Deferred (tx.ts): nothing reads its result, so it travels with the
- * transaction's COMMIT; a failure fails the transaction there as usual.
+ * A new QUEUED task; returns its row as inserted, so nobody reads it back. Deferred
+ * (tx.ts): nothing reads the INSERT's result, so it travels with the transaction's
+ * COMMIT; a failure fails the transaction there as usual.
  */
-export function insertTask(
+export async function insertTask(
   tx: Tx,
   t: { id: string; namespaceId: string; queueId: string; maxAttempts: number; input: string; now: Date },
-): Promise<void> {
-  return defer(tx, {
+): Promise<TaskRow> {
+  await defer(tx, {
     sql: `INSERT INTO tasks (id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
                         input, queued_at, created_at, updated_at)
      VALUES (?, ?, ?, 'QUEUED', 1, 0, ?, FALSE, ?, ?, ?, ?)`,
     params: [t.id, t.namespaceId, t.queueId, t.maxAttempts, t.input, t.now, t.now, t.now],
   });
+  return {
+    id: t.id, namespace_id: t.namespaceId, queue_id: t.queueId, state: "QUEUED", revision: "1", attempts: 0,
+    max_attempts: t.maxAttempts, effect_uncertain: 0, result: null, current_attempt_id: null, lease_until: null,
+    created_at: t.now, updated_at: t.now,
+  };
 }
 
 /** Takes a task id; returns the task (locked for update when `lock`). */
