@@ -38,7 +38,9 @@ const FIGURES: readonly { label: string; key: string; path: string; lower?: bool
   { label: "append: MariaDB CPU s", key: "orbit.append", path: "cpu.mariadb", lower: true },
   { label: "submit→claim→complete /s", key: "orbit.append", path: "submitClaimCompletePerSec" },
   { label: "claim of 32 alone, ms", key: "orbit.claim", path: "meanMs", lower: true },
+  { label: "latency same p50 ms", key: "orbit.latency.same", path: "sameNode.p50Ms", lower: true },
   { label: "latency same p99 ms", key: "orbit.latency.same", path: "sameNode.p99Ms", lower: true },
+  { label: "latency other p50 ms", key: "orbit.latency.other", path: "otherNode.p50Ms", lower: true },
   { label: "latency other p99 ms", key: "orbit.latency.other", path: "otherNode.p99Ms", lower: true },
   { label: "db.commit /s", key: "db.commit", path: "commitsPerSec" },
 ];

@@ -432,3 +432,56 @@ describe("result log numbering after a lost sequencer reply", function () {
     }
   });
 });
+
+describe("result log numbering past an open insert", function () {
+  this.timeout(60000);
+
+  it("numbers committed events while an earlier insert is still open, and the open one after it commits, in ticket order", async () => {
+    // A database of its own: the only producers are this test's.
+    const db = await freshDatabase("result_log_open_insert");
+    const cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
+    const node = await startNode(db.url);
+    const open = await db.connect();
+    const c = await db.connect();
+    try {
+      const api = client(node.url, cred.token);
+      const q = cred.queues[0]!.id;
+      const cancel = async () => {
+        const task = (await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task;
+        assert.equal((await api.post(`/v1/tasks/${task.id}:cancel`, { expected_revision: task.revision, reason: "r" })).status, 200);
+        return task.id as string;
+      };
+      const sequenceOf = async (id: string) => {
+        const [rows] = await c.query<any[]>("SELECT sequence FROM result_events WHERE id = ?", [id]);
+        return rows[0].sequence === null ? null : String(rows[0].sequence);
+      };
+      const waitHead = async (head: bigint) => {
+        for (const end = Date.now() + 10000; ; await sleep(50)) {
+          const log = await readLog(db, cred.namespace_id);
+          if (log.head === head) return log;
+          assert.ok(Date.now() < end, `head ${head} within 10 s (is ${log.head})`);
+        }
+      };
+      // An event inserted first (the lower ticket) by a transaction that stays open.
+      await open.query("START TRANSACTION");
+      await open.query(
+        `INSERT INTO result_events (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot)
+         VALUES (?, ?, ?, NULL, 'task.cancelled', ?, 2, UTC_TIMESTAMP(3), '{"state":"CANCELLED","reason":"CANCEL_REQUESTED"}', '{}')`,
+        ["a".repeat(32), cred.namespace_id, q, "b".repeat(32)],
+      );
+      const first = await cancel();
+      const one = await waitHead(1n);
+      assert.deepEqual(one.events.map((e) => e.aggregate_id), [first], "the committed event is numbered 1, past the open one");
+      await open.query("COMMIT");
+      assert.equal(await sequenceOf("a".repeat(32)), null, "an event is numbered only by a pass after its commit");
+      const second = await cancel();
+      const three = await waitHead(3n);
+      assert.deepEqual(three.events.map((e) => e.aggregate_id), [first, "b".repeat(32), second], "the rest in ticket order");
+    } finally {
+      await open.end();
+      await c.end();
+      await node.stop();
+      await db.drop();
+    }
+  });
+});
