@@ -131,6 +131,18 @@ describe("the last instant of a lease", function () {
     return { s, sub, first };
   }
   const delivered = (s: TestSocket) => s.frames.filter((f) => f.type === "event.deliver");
+  /**
+   * `deliver` is still held by `s` at its lease's instant: `s` was sent nothing more, the
+   * delivery is LEASED at its first epoch and lease_until, and its ACK is taken.
+   */
+  async function stillHeld(s: TestSocket, sub: string, deliver: Frame): Promise<void> {
+    assert.equal(delivered(s).length, 1, JSON.stringify(delivered(s).map((f) => f.body.delivery)));
+    const shown = (await api.get(`/v1/subscriptions/${sub}/deliveries/${deliver.body.delivery.id}`)).json.data.delivery;
+    assert.deepEqual([shown.state, shown.lease_epoch, shown.lease_until], ["LEASED", "1", deliver.body.delivery.lease_until]);
+    const ack = await s.ack(deliver);
+    assert.equal(ack.type, "ack", JSON.stringify(ack));
+    assert.equal(ack.body.deduplicated, false);
+  }
 
   it("keeps a delivery at lease_until: no claim re-sends it or counts it free, and its ACK is taken", async () => {
     const { s, sub, first } = await holdingOne();
@@ -138,12 +150,7 @@ describe("the last instant of a lease", function () {
     await claimsAtThisInstant(s, 3);
     // Still held: not recovered and sent again, and the connection (capacity 1) is sent
     // nothing else while it holds it.
-    assert.equal(delivered(s).length, 1, JSON.stringify(delivered(s).map((f) => f.body.delivery)));
-    const shown = (await api.get(`/v1/subscriptions/${sub}/deliveries/${first.body.delivery.id}`)).json.data.delivery;
-    assert.deepEqual([shown.state, shown.lease_epoch, shown.lease_until], ["LEASED", "1", first.body.delivery.lease_until]);
-    const ack = await s.ack(first);
-    assert.equal(ack.type, "ack", JSON.stringify(ack));
-    assert.equal(ack.body.deduplicated, false);
+    await stillHeld(s, sub, first);
     // With the first ACKed the connection has room: the other result comes, once.
     const second = await s.nextOfType("event.deliver");
     assert.notEqual(second.body.delivery.id, first.body.delivery.id);
@@ -159,5 +166,29 @@ describe("the last instant of a lease", function () {
     const lost = await s.ack(first);
     assert.equal(lost.error?.code, "DELIVERY_LEASE_LOST", JSON.stringify(lost));
     assert.equal((await s.ack(again)).type, "ack");
+  });
+
+  it("recovers in one claim a delivery 1 ms past lease_until and leaves another of the subscription at its instant with its holder", async () => {
+    // Recovery runs only when the claim state says some lease ran out (lease_expired):
+    // this puts a lease at its instant beside one that ran out, so recovery itself decides.
+    const { q, sub } = await queueWithSubscription(db, cred, api);
+    await cancelledResults(api, q, 3);
+    await waitSequenced(db, cred.namespace_id);
+    const early = await connect(node.url, { token: cred.token });
+    const late = await connect(node.url, { token: cred.token });
+    sockets.push(early, late);
+    assert.equal((await early.hello(sub, 1)).type, "events.welcome");
+    const a = await early.nextOfType("event.deliver");
+    clock.set(clock.now + 1);
+    assert.equal((await late.hello(sub, 1)).type, "events.welcome");
+    const b = await late.nextOfType("event.deliver");
+    assert.equal(Date.parse(b.body.delivery.lease_until), Date.parse(a.body.delivery.lease_until) + 1);
+    // a is 1 ms past its lease_until, b at its own.
+    clock.set(Date.parse(b.body.delivery.lease_until));
+    const again = await early.nextOfType("event.deliver");
+    assert.deepEqual([again.body.delivery.id, again.body.delivery.lease_epoch], [a.body.delivery.id, "2"]);
+    const from = await claimsRun();
+    for (const until = performance.now() + 3000; (await claimsRun()) < from + 3 && performance.now() < until; ) await sleep(50);
+    await stillHeld(late, sub, b);
   });
 });
