@@ -4,6 +4,7 @@ import { strict as assert } from "node:assert";
 import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { request } from "../helpers/http.js";
+import { client } from "../helpers/api.js";
 import { startProxy } from "../helpers/proxy.js";
 import { assertContract, assertError } from "../helpers/contract.js";
 
@@ -197,6 +198,30 @@ describe("identity: bootstrap, 401, 403", () => {
     } finally {
       await c.end();
     }
+  });
+
+  it("checks the queue a body names before the body (decision 5): an invalid body naming a queue outside the scope is 404 and writes nothing", async () => {
+    const elsewhere = (await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true })).queues[0]!.id;
+    const own = full.queues[0]!.id;
+    const api = client(node.url, full.token);
+    // Each body breaks one rule that has nothing to do with its queue.
+    const invalid = {
+      submit: (queue_id: unknown) => api.post("/v1/tasks", { queue_id, input: 1, priority: 1 }),
+      claim: (queue_id: unknown) => api.post("/v1/worker/claim", { queue_id, wait_ms: -1 }, null),
+      create: (queue_id: unknown) => api.post("/v1/subscriptions", { name: "s", queue_id, max_pending: 1001 }),
+    };
+    const written = async () => (await db.query("SELECT (SELECT COUNT(*) FROM tasks) AS t, (SELECT COUNT(*) FROM subscriptions) AS s"))[0];
+    const before = await written();
+    for (const [op, send] of Object.entries(invalid)) {
+      for (const q of [elsewhere, ID]) assertError(await send(q), 404, "NOT_FOUND");
+      // A queue in the scope, or no well-formed queue id at all: the body's fault.
+      for (const q of [own, "not-a-queue", ID.toUpperCase(), 7]) {
+        const res = await send(q);
+        assert.equal(res.json?.error?.code, "INVALID_ARGUMENT", `${op} ${JSON.stringify(q)}: ${res.text}`);
+        assertError(res, 400, "INVALID_ARGUMENT");
+      }
+    }
+    assert.deepEqual(await written(), before, "nothing written");
   });
 
   it("the token never appears in the node's log", () => {

@@ -7,14 +7,13 @@ import {
   configureSubscription as configure, createSubscription as create, getSubscription as readSubscription,
   listSubscriptions as list, toWireSubscription,
 } from "../../domain/subscriptions.js";
-import { requireQueue } from "../../domain/tasks.js";
+import { bodyOfQueueInScope } from "./queue-scope.js";
 import type { HandlerContext } from "../router.js";
 
 export const createSubscription: Handler<"createSubscription", HandlerContext> = async (req, ctx) => {
   const caller = ctx.caller();
-  const body = await req.body();
-  // The queue named in the body is the scope (404), before the key (400): openapi order.
-  requireQueue(caller, body.queue_id);
+  // The queue named in the body is the scope (404), before the body and the key (400).
+  const body = await bodyOfQueueInScope(req, caller);
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
       create(tx, caller, {

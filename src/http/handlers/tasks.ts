@@ -4,14 +4,14 @@ import type { Handler } from "../../../generated/http/routes.js";
 import { answered, created, inTransaction } from "./receipts.js";
 import { selectTask } from "../../db/queries/tasks.js";
 import { afterCommit } from "../../domain/services.js";
-import { cancelTask, checkResultSize, getTask as readTask, inScope, requireQueue, resolveTask, submitTask as submit, type WriteEffects } from "../../domain/tasks.js";
+import { cancelTask, checkResultSize, getTask as readTask, inScope, resolveTask, submitTask as submit, type WriteEffects } from "../../domain/tasks.js";
 import type { HandlerContext } from "../router.js";
+import { bodyOfQueueInScope } from "./queue-scope.js";
 
 export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx) => {
   const caller = ctx.caller();
-  const body = await req.body();
-  // The queue named in the body is the scope (404), before the key (400): openapi order.
-  requireQueue(caller, body.queue_id);
+  // The queue named in the body is the scope (404), before the body and the key (400).
+  const body = await bodyOfQueueInScope(req, caller);
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
       submit(tx, caller, {

@@ -3,10 +3,11 @@
 import type { Handler } from "../../../generated/http/routes.js";
 import { POLL_INTERVAL_MS } from "../../domain/queue-signals.js";
 import { afterCommit } from "../../domain/services.js";
-import { checkResultSize, requireQueue } from "../../domain/tasks.js";
+import { checkResultSize } from "../../domain/tasks.js";
 import type { TaskWire } from "../../domain/task-state.js";
 import { claimOnce, noEffects, type AttemptCall, type AttemptRequest } from "../../domain/worker.js";
 import type { HandlerContext } from "../router.js";
+import { bodyOfQueueInScope } from "./queue-scope.js";
 
 /**
  * Long-poll: claim at once; if the queue is empty, wait for a wake-up from this node or
@@ -19,8 +20,7 @@ import type { HandlerContext } from "../router.js";
  */
 export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) => {
   const caller = ctx.caller();
-  const body = await req.body();
-  requireQueue(caller, body.queue_id);
+  const body = await bodyOfQueueInScope(req, caller);
   // A monotonic clock: a wall-clock step (NTP) must not stretch or cut the wait.
   const deadline = performance.now() + (body.wait_ms ?? 0);
   const { queueSignals, workerLeaseMs } = ctx.services;

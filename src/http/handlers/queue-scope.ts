@@ -1,0 +1,28 @@
+// The queue a body names is the resource of a submit, a worker's claim and a
+// subscription's creation. Decision 5 checks scope (404) before the body (400): an invalid
+// body that names, well-formed, a queue outside the caller's scope is NOT_FOUND, as an
+// invalid hello naming another's subscription is (ws/frames.ts helloSubscriptionId).
+// Without this, a bad body answered 400 whatever queue it named.
+import type { HandlerRequest, OperationTypes } from "../../../generated/http/routes.js";
+import { requireQueue } from "../../domain/tasks.js";
+import type { Caller } from "../../domain/identity.js";
+import { OrbitError } from "../../wire/errors.js";
+
+type QueueBodied = "submitTask" | "claimTask" | "createSubscription";
+
+const ID_RE = /^"[0-9a-f]{32}"$/;
+
+/** The request's body, once its queue is known to be in the caller's scope (404 first). */
+export async function bodyOfQueueInScope<K extends QueueBodied>(req: HandlerRequest<K>, caller: Caller): Promise<OperationTypes[K]["body"]> {
+  let body;
+  try {
+    body = await req.body();
+  } catch (e) {
+    // The body parsed as JSON (its fields are known) but broke a rule: its queue, as sent.
+    const sent = req.rawField("queue_id");
+    if (e instanceof OrbitError && e.code === "INVALID_ARGUMENT" && sent !== undefined && ID_RE.test(sent)) requireQueue(caller, sent.slice(1, -1));
+    throw e;
+  }
+  requireQueue(caller, body.queue_id);
+  return body;
+}
