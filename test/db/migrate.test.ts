@@ -5,9 +5,10 @@ import { strict as assert } from "node:assert";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type mysql from "mysql2/promise";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { loadMigrations, migrate, type Migration } from "../../src/db/migrate.js";
-import { bootstrap, runCli, startNode } from "../helpers/orbit.js";
+import { bootstrap, runCli, startNode, type CliResult } from "../helpers/orbit.js";
 import { client, waitSequenced } from "../helpers/api.js";
 
 describe("orbit migrate", () => {
@@ -116,6 +117,13 @@ describe("orbit migrate", () => {
       await c.query("DELETE FROM schema_migrations WHERE version = 999");
       await c.end();
     }
+  });
+
+  it("a node started with --no-migrate that cannot read the ledger refuses to start", async () => {
+    // Only a database or ledger not there yet has nothing newer: any other failure to read
+    // it (here a server that refuses the connection) leaves the schema unknown, not older.
+    const unreachable = "mysql://root@127.0.0.1:1/orbit_never_opened";
+    await assert.rejects(startNode(unreachable, {}, ["--no-migrate"]).then((n) => n.stop()), /orbit serve exited with 1:[\s\S]*ECONNREFUSED/);
   });
 
   it("rejects a database URL that is not a plain database name", async () => {
@@ -230,6 +238,31 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
     assert.equal(await deliveriesSchema(db), reference, "the DDL did not run");
   });
 
+  it("a file whose DDL fails is not recorded, and the next run applies it", async () => {
+    // The ledger row comes after the DDL: written first, it would mark as applied a change
+    // that never happened, and no later run would make it.
+    await db.drop();
+    await migrate(db.url);
+    const next = (sql: string): Migration[] => [...all, { version: all.length + 1, name: "next", sql }];
+    await assert.rejects(migrate(db.url, next("ALTER TABLE deliveries ADD INDEX deliveries_next (no_such_column)")));
+    assert.deepEqual(await ledger(db), all.map((x) => x.version), "the failed file is not recorded");
+    const res = await migrate(db.url, next("ALTER TABLE deliveries ADD INDEX deliveries_next (event_id)"));
+    assert.deepEqual(res.applied, [all.length + 1]);
+    assert.match(await deliveriesSchema(db), /KEY `deliveries_next`/);
+  });
+
+  it("refuses files numbered with a gap", async () => {
+    // A missing number would leave a change out for good: refused, not skipped over.
+    const dir = await mkdtemp(path.join(tmpdir(), "orbit-migrations-"));
+    try {
+      await writeFile(path.join(dir, "000001_first.sql"), "CREATE TABLE IF NOT EXISTS s (c INT);\n");
+      await writeFile(path.join(dir, "000003_third.sql"), "CREATE TABLE IF NOT EXISTS t (c INT);\n");
+      await assert.rejects(loadMigrations(dir), /numbered without gaps: 000003_third\.sql/);
+    } finally {
+      await rm(dir, { recursive: true });
+    }
+  });
+
   it("refuses a file whose header holds a malformed or second applied-when line", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "orbit-migrations-"));
     try {
@@ -245,5 +278,119 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
     } finally {
       await rm(dir, { recursive: true });
     }
+  });
+});
+
+/** A session of one database as the server lists it (information_schema.processlist). */
+interface Session {
+  readonly id: number;
+  readonly state: string;
+  readonly info: string;
+}
+
+/** Waiting to write a ledger row. */
+const recording = (s: Session): boolean => s.info.startsWith("INSERT INTO schema_migrations");
+/** Waiting in GET_LOCK. */
+const waitingForLock = (s: Session): boolean => s.state === "User lock";
+
+/**
+ * Polls the sessions of `db` (but those in `skip` and `watch`'s own) until one matches
+ * `wanted`, or `run` exits first: whichever comes first.
+ */
+async function sessionOrExit(
+  watch: mysql.Connection,
+  db: TestDatabase,
+  run: Promise<CliResult>,
+  wanted: (s: Session) => boolean,
+  skip: number[] = [],
+): Promise<{ session: Session } | { exited: CliResult }> {
+  let exited: CliResult | undefined;
+  void run.then((r) => (exited = r));
+  for (let i = 0; ; i++) {
+    const [rows] = await watch.query<mysql.RowDataPacket[]>(
+      "SELECT id, state, info FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()",
+      [db.name],
+    );
+    const sessions = rows.map((r) => ({ id: Number(r.id), state: String(r.state), info: String(r.info ?? "") }));
+    const seen = sessions.find((x) => wanted(x) && !skip.includes(x.id));
+    if (seen) return { session: seen };
+    if (exited) return { exited };
+    // A bound on the polls, so that a run stuck elsewhere fails the test instead of holding it.
+    assert.ok(i < 1000, `no such session: ${JSON.stringify(sessions)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe("orbit migrate while another run holds the migration lock", () => {
+  let all: Migration[];
+  let db: TestDatabase;
+  before(async () => {
+    all = await loadMigrations();
+    db = await freshDatabase("migrate_lock");
+  });
+  after(async () => {
+    await db.drop();
+  });
+
+  /**
+   * Stops an `orbit migrate` inside its run, the lock taken: on a database at 000014, this
+   * test's transaction holds the gap of the ledger past 14, so the run waits between
+   * 000015's DDL and its ledger row. `during` runs then and may start more runs (`start`);
+   * the transaction ends after it. Every run's result, the stopped one's first.
+   */
+  async function withFirstRunStopped(
+    during: (watch: mysql.Connection, first: Session, start: () => Promise<CliResult>) => Promise<void>,
+  ): Promise<CliResult[]> {
+    await db.drop();
+    await migrate(db.url, all.slice(0, 14));
+    const holder = await db.connect();
+    const runs: Promise<CliResult>[] = [];
+    const start = (): Promise<CliResult> => {
+      runs.push(runCli(["migrate"], { ORBIT_DATABASE_URL: db.url }));
+      return runs[runs.length - 1]!;
+    };
+    try {
+      await holder.query("START TRANSACTION");
+      await holder.query("SELECT version FROM schema_migrations WHERE version > 14 FOR UPDATE");
+      const seen = await sessionOrExit(holder, db, start(), recording);
+      assert.ok("session" in seen, `the first run did not stop at 000015's ledger row: ${JSON.stringify(seen)}`);
+      await during(holder, seen.session, start);
+    } finally {
+      await holder.query("ROLLBACK");
+      await holder.end();
+      await Promise.allSettled(runs);
+    }
+    return Promise.all(runs);
+  }
+
+  it("a run started while another is inside its run waits for it, then applies nothing", async () => {
+    const [first, second] = await withFirstRunStopped(async (watch, stopped, start) => {
+      // It waits for the lock before reading the ledger: else it would find 000015 unrecorded
+      // and go on to record it too.
+      const seen = await sessionOrExit(watch, db, start(), (s) => waitingForLock(s) || recording(s), [stopped.id]);
+      assert.ok("session" in seen && waitingForLock(seen.session), `the second run did not wait for the lock: ${JSON.stringify(seen)}`);
+    });
+    assert.equal(first!.code, 0, first!.stderr);
+    assert.equal(second!.code, 0, second!.stderr);
+    assert.match(first!.stdout, new RegExp(`applied ${all.length - 14}, now at ${all.length}`));
+    assert.match(second!.stdout, new RegExp(`applied 0, now at ${all.length}`), "the second found every file recorded");
+    assert.deepEqual(await ledger(db), all.map((x) => x.version));
+  });
+
+  it("a run that does not get the lock (its wait ended by KILL QUERY) exits 1 and runs nothing", async () => {
+    // GET_LOCK answers NULL when its wait is killed, 0 on its timeout: neither is the lock.
+    const [first, second] = await withFirstRunStopped(async (watch, stopped, start) => {
+      const run = start();
+      const waiting = await sessionOrExit(watch, db, run, waitingForLock, [stopped.id]);
+      assert.ok("session" in waiting, `the second run did not wait for the lock: ${JSON.stringify(waiting)}`);
+      await watch.query(`KILL QUERY ${waiting.session.id}`);
+      // Without the lock it must not go on to the files (and wait to record 000015 too).
+      const seen = await sessionOrExit(watch, db, run, recording, [stopped.id]);
+      assert.ok("exited" in seen, "the second run went on without the lock");
+    });
+    assert.equal(second!.code, 1);
+    assert.match(second!.stderr, /could not take the migration lock/);
+    assert.equal(first!.code, 0, first!.stderr);
+    assert.deepEqual(await ledger(db), all.map((x) => x.version));
   });
 });
