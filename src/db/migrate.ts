@@ -82,7 +82,7 @@ export async function migrate(databaseUrl: string, migrations?: Migration[]): Pr
   const conn = await mysql.createConnection({ uri: databaseUrl, timezone: "Z", multipleStatements: false });
   try {
     const [lock] = await conn.query<RowDataPacket[]>("SELECT GET_LOCK(?, ?) AS got", [LOCK_NAME, LOCK_TIMEOUT_S]);
-    if (lock[0]?.got !== 1) throw new Error(`could not take the migration lock within ${LOCK_TIMEOUT_S} s`);
+    if (lock[0]?.got !== 1) throw new Error(`could not take the migration lock (another run holds it; waited up to ${LOCK_TIMEOUT_S} s)`);
     try {
       return await applyPending(conn, all);
     } finally {
@@ -111,7 +111,7 @@ async function applyPending(conn: mysql.Connection, all: Migration[]): Promise<M
     if (await alreadyInEffect(conn, m)) {
       recovered.push(m.version);
     } else {
-      await conn.query(m.sql);
+      await runDdl(conn, m);
       applied.push(m.version);
     }
     await conn.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(3))", [
@@ -152,6 +152,20 @@ export async function checkNotNewer(databaseUrl: string, migrations?: Migration[
   refuseNewer(newest, all.length);
 }
 
+const labelOf = (m: Migration) => `migration ${String(m.version).padStart(6, "0")}_${m.name}`;
+
+/**
+ * A file's statement. Its failure names the file and the server's reason: the operator's
+ * next step is to read that file (the CLI prints a bare driver error as its code alone).
+ */
+async function runDdl(conn: mysql.Connection, m: Migration): Promise<void> {
+  try {
+    await conn.query(m.sql);
+  } catch (err) {
+    throw new Error(`${labelOf(m)} failed: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 /**
  * Whether an unrecorded migration's DDL has already taken effect, by its applied-when
  * check (false without one: its statement is re-runnable). Only an answer of exactly one
@@ -160,7 +174,7 @@ export async function checkNotNewer(databaseUrl: string, migrations?: Migration[
  */
 async function alreadyInEffect(conn: mysql.Connection, m: Migration): Promise<boolean> {
   if (m.appliedWhen === undefined) return false;
-  const label = `migration ${String(m.version).padStart(6, "0")}_${m.name}`;
+  const label = labelOf(m);
   let rows: unknown[][];
   try {
     // As arrays: rows as objects would merge two columns of the same name into one.
