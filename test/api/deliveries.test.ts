@@ -13,6 +13,7 @@ import { createPool, type Pool } from "../../src/db/pool.js";
 import { ack, claim, ENGINE_SESSION, type Lease } from "../../src/domain/delivery-engine.js";
 import { claimableStatement } from "../../src/db/queries/deliveries.js";
 import { refreshDatabaseGauges } from "../../src/domain/usage-metrics.js";
+import { AckBatcher } from "../../src/ws/ack-batcher.js";
 import { oldestPendingAge } from "../../src/metrics.js";
 
 const ID = "0123456789abcdef0123456789abcdef";
@@ -533,6 +534,32 @@ describe("deliveries", function () {
     assert.equal(after.pending_count, 5);
     const [[head]] = (await pool.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id])) as any;
     assert.equal(after.cursor_sequence, String(head.head_sequence));
+  });
+
+  it("answers every ACK handed to a node's batcher together, each by its own proof and subscription, past one batch's 64", async () => {
+    // The batcher commits the ACKs of a moment in one transaction per subscription, at most
+    // 64 each: 70 ACKs of one subscription and one of another subscription of the same
+    // credential, handed over in one turn, must each get their own answer — none dropped,
+    // none checked against the other subscription's deliveries.
+    const [s1, s2] = [await subscription(), await subscription()];
+    const [l1] = (await claimOne(pool, session(s1.id, 1))).leases;
+    const [l2] = (await claimOne(pool, session(s2.id, 1))).leases;
+    const batcher = new AckBatcher(claimPool);
+    const firsts = Array.from({ length: 70 }, () => batcher.submit(who(s1.id), proof(l1!)));
+    const other = batcher.submit(who(s2.id), proof(l2!));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const answered = await Promise.race([
+      Promise.all([Promise.all(firsts), other]),
+      new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 15000))),
+    ]).finally(() => clearTimeout(timer));
+    assert.ok(answered, "every ACK was answered");
+    const [outcomes, second] = answered;
+    assert.ok(outcomes.every((o) => o.ok && o.deliveryId === l1!.delivery.id), JSON.stringify(outcomes.find((o) => !o.ok)));
+    assert.equal(outcomes.filter((o) => o.ok && !o.deduplicated).length, 1, "one ACK counts, the rest are its replays");
+    assert.deepEqual([second.ok, second.ok && second.deduplicated, second.deliveryId], [true, false, l2!.delivery.id]);
+    for (const [s, l] of [[s1, l1!], [s2, l2!]] as const) {
+      assert.equal((await api.get(`/v1/subscriptions/${s.id}/deliveries/${l.delivery.id}`)).json.data.delivery.state, "ACKED");
+    }
   });
 
   it("caps the cumulative attempt budget at 1000000", async () => {

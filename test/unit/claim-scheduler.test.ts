@@ -78,6 +78,19 @@ describe("claim scheduler", () => {
     assert.ok(p.order.indexOf("quiet/only") <= 1, `quiet served at ${p.order.indexOf("quiet/only")}`);
   });
 
+  it("rotates between applications when more ask than claims can run: an application served goes behind those still waiting", async () => {
+    // Six applications with work enough for many claims, four claims at once: the per-application
+    // limit alone lets the first four take turns forever; the last two must be served before any
+    // application gets a second claim.
+    const p = probe();
+    const s = scheduler(p);
+    for (let a = 0; a < 6; a++) for (let i = 0; i < 3; i++) s.request(claimant(`app${a}`, `sub${i}`));
+    await drain(p, s);
+    assert.equal(p.order.length, 18);
+    const firstSix = p.order.slice(0, 6).map((label) => label.split("/")[0]);
+    assert.deepEqual([...firstSix].sort(), ["app0", "app1", "app2", "app3", "app4", "app5"], `first claims: ${firstSix.join(", ")}`);
+  });
+
   it("rotates between subscriptions within an application", async () => {
     const p = probe();
     const s = scheduler(p);
@@ -111,6 +124,17 @@ describe("claim scheduler", () => {
     assert.equal(p.order[1], `c${MAX_SEATS_PER_CLAIM}+c${MAX_SEATS_PER_CLAIM + 1}`);
   });
 
+  it(`sends a subscription's connections left over beyond ${MAX_SEATS_PER_CLAIM} behind the application's other subscriptions`, async () => {
+    // A subscription with many connections must not hold its application's one claim slot
+    // claim after claim while another subscription of that application waits.
+    const p = probe();
+    const s = scheduler(p);
+    for (let i = 0; i < MAX_SEATS_PER_CLAIM + 2; i++) s.request(claimant("app", "big", `c${i}`));
+    s.request(claimant("app", "small"));
+    await drain(p, s);
+    assert.deepEqual(p.order.slice(1), ["app/small", `c${MAX_SEATS_PER_CLAIM}+c${MAX_SEATS_PER_CLAIM + 1}`]);
+  });
+
   it("keeps one request per connection and claims again if asked while running", async () => {
     const p = probe();
     const s = scheduler(p);
@@ -141,6 +165,7 @@ describe("claim scheduler", () => {
     s.request(claimant("b", "s"));
     p.release.shift()!();
     await stopped;
+    await tick(); // a claim asked for after the stop would start on a later turn
     assert.equal(p.order.length, 1);
   });
 });

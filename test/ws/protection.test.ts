@@ -46,6 +46,19 @@ describe("event connections: protection and shutdown", function () {
     }
   }
 
+  /** Until a statement of this test's database waits for a row lock (a claim or an ACK behind `whileLocked`). */
+  async function lockWaited(): Promise<void> {
+    for (const until = Date.now() + 10000; ; await new Promise((r) => setTimeout(r, 50))) {
+      const [row] = await db.query(
+        `SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+          WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?`,
+        [db.name],
+      );
+      if (Number(row.n) > 0) return;
+      assert.ok(Date.now() < until, "a statement waits for the lock");
+    }
+  }
+
   before(async () => {
     db = await freshDatabase("ws_protection");
     cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
@@ -79,6 +92,37 @@ describe("event connections: protection and shutdown", function () {
     for (const until = Date.now() + 10000; count() < 2; ) {
       assert.ok(Date.now() < until, "the second result was delivered after the lock went");
       await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+
+  it("keeps a claim stuck on one application's subscription off the node's other work: another application's claims, and hello and ping on a main pool of one", async () => {
+    // The claim pool (§5: 4 in flight, 1 per application) is its own pool of database
+    // connections: a claim waiting on a row lock holds neither the node's main pool (here a
+    // single connection, which hello and ping need) nor the claim connection another
+    // application's claim needs.
+    const small = await startNode(db.url, { ORBIT_DB_POOL_SIZE: "1" });
+    try {
+      const { sub, s } = await consuming("stuck-app", 2, small.url);
+      const other = await bootstrap(db.url, { namespace: "ns-other", application: "other", queues: ["q"], eventAccess: true });
+      const otherApi = client(small.url, other.token);
+      const otherSub = (await otherApi.post("/v1/subscriptions", { name: "free", queue_id: other.queues[0]!.id })).json.data.subscription.id as string;
+      const o = await connect(small.url, { token: other.token });
+      open.push(o);
+      await o.hello(otherSub, 1);
+      await whileLocked("SELECT id FROM subscriptions WHERE id = ? FOR UPDATE", sub, async () => {
+        await result();
+        await lockWaited(); // the application's claim of the new result waits on the lock
+        const t = (await otherApi.post("/v1/tasks", { queue_id: other.queues[0]!.id, input: 1 })).json.data.task;
+        await otherApi.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
+        assert.equal((await o.nextOfType("event.deliver")).body.event.aggregate_id, t.id, "the other application's claim went through");
+        assert.equal((await s.ping()).type, "ack");
+        const late = await connect(small.url, { token: cred.token });
+        open.push(late);
+        assert.equal((await late.hello(sub, 1)).type, "events.welcome");
+        assert.equal(s.frames.filter((f) => f.type === "event.deliver").length, 1, "the stuck claim sent nothing");
+      });
+    } finally {
+      await small.stop();
     }
   });
 
@@ -203,6 +247,28 @@ describe("event connections: protection and shutdown", function () {
       socket.destroy();
       extra.process.kill("SIGKILL");
     }
+  });
+
+  it("answers an ACK still waiting for its commit before it closes the connection with 1001 on SIGTERM", async () => {
+    // platform.md shutdown: ACKs in flight commit and are answered, then connections close.
+    // An ACK the node had taken and closed on unanswered would leave the consumer unsure
+    // whether it counted.
+    const extra = await startNode(db.url);
+    const { s, d } = await consuming("shutdown-ack", 1, extra.url);
+    let answer: Promise<unknown> | undefined;
+    let code: Promise<number | null> | undefined;
+    await whileLocked("SELECT id FROM deliveries WHERE id = ? FOR UPDATE", d.body.delivery.id, async () => {
+      answer = s.ack(d);
+      await lockWaited(); // the ACK's transaction waits on the delivery's row
+      code = extra.stop("SIGTERM");
+      // Time for a node that would not wait for the ACK to close the connection.
+      await Promise.race([s.closed, new Promise((r) => setTimeout(r, 1000))]);
+    });
+    const reply = (await answer) as { type: string; body?: { deduplicated?: boolean } };
+    assert.deepEqual([reply.type, reply.body?.deduplicated], ["ack", false]);
+    assert.equal((await s.closed).code, 1001);
+    assert.equal(await code, 0);
+    assert.equal((await db.query("SELECT state FROM deliveries WHERE id = ?", [d.body.delivery.id]))[0].state, "ACKED");
   });
 
   it("closes event connections with 1001 on SIGTERM and keeps their leases", async () => {
