@@ -117,9 +117,13 @@ describe("HTTP basics", () => {
       const a = await request(node.url, { path: "/v1/health", headers: [["X-Request-ID", mine]] });
       assert.equal(a.headers["x-request-id"], mine);
       assert.equal(a.json.request_id, mine);
-      const b = await request(node.url, { path: "/v1/health", headers: [["X-Request-ID", "not-an-id"]] });
-      assert.notEqual(b.headers["x-request-id"], "not-an-id");
-      assertCommonHeaders(b);
+      // Exactly 32 lowercase hex (openapi.yaml): upper case, or 32 hex inside a longer value, is replaced.
+      for (const offered of ["not-an-id", mine.toUpperCase(), `${mine}0`]) {
+        const b = await request(node.url, { path: "/v1/health", headers: [["X-Request-ID", offered]] });
+        assert.notEqual(b.headers["x-request-id"], offered);
+        assert.match(String(b.headers["x-request-id"]), /^[0-9a-f]{32}$/, offered);
+        assertCommonHeaders(b);
+      }
     });
 
     it("answers an unknown path with 404 in the envelope, before authentication", async () => {
@@ -353,13 +357,23 @@ describe("HTTP basics", () => {
         assertError(res, 415, "UNSUPPORTED_MEDIA_TYPE");
         assertContract("createSubscription", res);
       }
-      const ok = await call({
-        method: "POST",
-        path: "/v1/subscriptions",
-        headers: [freshKey(), ["Content-Type", "application/json; charset=utf-8"]],
-        body: validCreate(),
-      });
-      assert.equal(ok.status, 201, ok.text);
+      // Type, subtype, parameter name and charset are case-insensitive, a parameter value may
+      // be quoted and OWS may precede the ';' (RFC 9110 §8.3.1, §5.6.6).
+      for (const type of ["application/json; charset=utf-8", "Application/JSON; Charset=UTF-8", 'application/json;charset="utf-8"', "application/json ; charset=utf-8"]) {
+        const ok = await call({ method: "POST", path: "/v1/subscriptions", headers: [freshKey(), ["Content-Type", type]], body: validCreate() });
+        assert.equal(ok.status, 201, `${type}: ${ok.text}`);
+      }
+      // A body with no Content-Type at all is not labelled application/json (the helper
+      // always labels one, so this request is written by hand).
+      const body = validCreate();
+      const [unlabelled] = await pipelined(
+        node.port,
+        `POST /v1/subscriptions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${cred.token}\r\nIdempotency-Key: ${freshKey()[1]}\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        1,
+      );
+      assert.equal(unlabelled?.status, 415);
+      assert.equal(unlabelled?.json.error.code, "UNSUPPORTED_MEDIA_TYPE");
     });
 
     it("refuses a repeated Content-Type (415), whichever comes first", async () => {
@@ -385,21 +399,33 @@ describe("HTTP basics", () => {
         assertError(res, 415, "UNSUPPORTED_MEDIA_TYPE");
         assertContract("createSubscription", res);
       }
-      const identity = await call({ method: "POST", path: "/v1/subscriptions", headers: [freshKey(), ["Content-Encoding", "identity"]], body });
-      assert.equal(identity.status, 201, identity.text);
+      // Content codings are case-insensitive (RFC 9110 §8.4.1).
+      for (const coding of ["identity", "IDENTITY"]) {
+        const identity = await call({ method: "POST", path: "/v1/subscriptions", headers: [freshKey(), ["Content-Encoding", coding]], body: validCreate() });
+        assert.equal(identity.status, 201, identity.text);
+      }
     });
 
-    it("refuses bodies over 512 KiB with 413, and takes one just under", async () => {
-      const pad = (n: number) => validCreate().replace("{", "{" + " ".repeat(n));
+    it("refuses bodies over 512 KiB with 413 and takes one of exactly 512 KiB, chunked or with Content-Length", async () => {
       const limit = 512 * 1024;
-      const big = pad(limit - validCreate().length + 100);
-      assert.ok(Buffer.byteLength(big) > limit);
-      const res = await create(big);
-      assertError(res, 413, "PAYLOAD_TOO_LARGE");
-      assertContract("createSubscription", res);
-      const small = pad(limit - 200);
-      assert.ok(Buffer.byteLength(small) <= limit);
-      assert.equal((await create(small, [freshKey()])).status, 201);
+      /** A valid create body of exactly `bytes` bytes. */
+      const sized = (bytes: number) => {
+        const body = validCreate();
+        return body.replace("{", "{" + " ".repeat(bytes - body.length));
+      };
+      // The helper sends a body chunked unless a Content-Length is given: the size is then
+      // counted as the body arrives, else decided from the declared length first.
+      const declared = (body: string): [string, string] => ["Content-Length", String(Buffer.byteLength(body))];
+      for (const length of [false, true]) {
+        const big = sized(limit + 1);
+        const res = await create(big, [freshKey(), ...(length ? [declared(big)] : [])]);
+        assertError(res, 413, "PAYLOAD_TOO_LARGE");
+        assertContract("createSubscription", res);
+        const exact = sized(limit);
+        assert.equal(Buffer.byteLength(exact), limit);
+        const ok = await create(exact, [freshKey(), ...(length ? [declared(exact)] : [])]);
+        assert.equal(ok.status, 201, `${length ? "with Content-Length" : "chunked"}: ${ok.text.slice(0, 200)}`);
+      }
     });
 
     it("answers 413 for a declared oversized body only once the body is in, so the client still writing gets the answer", async () => {
@@ -512,9 +538,28 @@ describe("HTTP basics", () => {
       assertError(invalidUtf8, 400, "INVALID_ARGUMENT");
     });
 
-    it("rejects a body on an operation that takes none", async () => {
-      const res = await call({ path: "/v1/credential", body: "{}" });
-      assertError(res, 400, "INVALID_ARGUMENT");
+    it("rejects a body that would be valid but for a BOM or one byte that is not UTF-8, rather than decoding it leniently", async () => {
+      // The entries of the list above are invalid for other reasons too; these are not.
+      const body = validCreate();
+      assertError(await create(`\ufeff${body}`, [freshKey()]), 400, "INVALID_ARGUMENT");
+      assert.equal((await create(body, [freshKey()])).status, 201, "the same body without the BOM");
+      // A task's input takes any string, so only the decoding can refuse 0xff (not U+FFFD).
+      const submit = (input: Buffer) =>
+        call({ method: "POST", path: "/v1/tasks", headers: [freshKey()], body: Buffer.concat([Buffer.from(`{"queue_id":"${cred.queues[0]!.id}","input":"a`), input, Buffer.from('b"}')]) });
+      const bad = await submit(Buffer.from([0xff]));
+      assertError(bad, 400, "INVALID_ARGUMENT");
+      assertContract("submitTask", bad);
+      assert.equal((await submit(Buffer.from("\u00e9"))).status, 201, "the same body with é");
+    });
+
+    it("rejects a body on an operation that takes none, chunked or with Content-Length, and takes an empty one", async () => {
+      for (const headers of [[], [["Content-Length", "2"]]] as [string, string][][]) {
+        const res = await call({ path: "/v1/credential", headers, body: "{}" });
+        assertError(res, 400, "INVALID_ARGUMENT");
+      }
+      // Content-Length: 0 declares no content: some clients send it on every request.
+      const empty = await call({ path: "/v1/credential", headers: [["Content-Length", "0"]] });
+      assert.equal(empty.status, 200, empty.text);
     });
   });
 

@@ -38,6 +38,14 @@ describe("canonicalJson", () => {
     assert.notEqual(canonicalJson("1.0"), canonicalJson("1"));
   });
 
+  it("orders keys by UTF-16 code unit, not by code point", () => {
+    // The canonical text is stored (idempotency content, an attempt's end body) and compared
+    // by every node and every later build: one that ordered keys otherwise would answer a
+    // replay of the same body 409. U+1F600 is D83D DE00 in UTF-16, so it sorts before U+FFFF
+    // by code unit and after it by code point.
+    assert.equal(canonicalJson('{"\\uffff":1,"\\ud83d\\ude00":2,"a":3}'), '{"a":3,"\u{1f600}":2,"\uffff":1}');
+  });
+
   it("tells different content apart", () => {
     assert.notEqual(canonicalJson('{"a":1}'), canonicalJson('{"a":2}'));
     assert.notEqual(canonicalJson('{"a":"1"}'), canonicalJson('{"a":1}'));
