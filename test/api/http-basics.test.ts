@@ -705,7 +705,11 @@ describe("HTTP basics", () => {
     it("logs one JSON line per request with id, route, status and duration", async () => {
       const res = await call({ path: "/v1/credential" });
       const id = res.headers["x-request-id"];
-      const line = node.lines.map((l) => JSON.parse(l)).find((o) => o.msg === "request" && o.request_id === id);
+      // The line reaches the test through the node's stderr pipe, which may come after the
+      // response: waited for (a bounded wait, not a timing rule).
+      const find = () => node.lines.map((l) => JSON.parse(l)).find((o) => o.msg === "request" && o.request_id === id);
+      for (const until = Date.now() + 5000; !find() && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20));
+      const line = find();
       assert.ok(line, "a log line for the request");
       assert.equal(line.route, "getCurrentCredential");
       assert.equal(line.status, 200);
