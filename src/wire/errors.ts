@@ -1,8 +1,11 @@
 // The one error catalogue. Every code of spec §7 (and Orbit's transport codes) appears
 // here once, with its HTTP status and what a WebSocket connection does after sending it.
-// The HTTP error middleware and the WebSocket error path translate through this table
-// and nothing else; a test checks it against the enums in openapi.yaml and
-// events.schema.json in both directions.
+// The HTTP error middleware translates through this table and nothing else; a test
+// checks it against the enums in openapi.yaml and events.schema.json in both directions.
+// The `ws` column is the rule for a bound connection, and it is documentation: no code
+// reads it. ws/connection.ts decides at each call site whether to close (closeWithError)
+// or stay (an error frame only), and the ws tests hold each case. A refused hello is the
+// exception: its INVALID_ARGUMENT closes, because no session exists yet to stay in.
 
 export type WsAfterError = "stay" | "close";
 
