@@ -95,37 +95,6 @@ describe("event connections: protection and shutdown", function () {
     }
   });
 
-  it("keeps a claim stuck on one application's subscription off the node's other work: another application's claims, and hello and ping on a main pool of one", async () => {
-    // The claim pool (§5: 4 in flight, 1 per application) is its own pool of database
-    // connections: a claim waiting on a row lock holds neither the node's main pool (here a
-    // single connection, which hello and ping need) nor the claim connection another
-    // application's claim needs.
-    const small = await startNode(db.url, { ORBIT_DB_POOL_SIZE: "1" });
-    try {
-      const { sub, s } = await consuming("stuck-app", 2, small.url);
-      const other = await bootstrap(db.url, { namespace: "ns-other", application: "other", queues: ["q"], eventAccess: true });
-      const otherApi = client(small.url, other.token);
-      const otherSub = (await otherApi.post("/v1/subscriptions", { name: "free", queue_id: other.queues[0]!.id })).json.data.subscription.id as string;
-      const o = await connect(small.url, { token: other.token });
-      open.push(o);
-      await o.hello(otherSub, 1);
-      await whileLocked("SELECT id FROM subscriptions WHERE id = ? FOR UPDATE", sub, async () => {
-        await result();
-        await lockWaited(); // the application's claim of the new result waits on the lock
-        const t = (await otherApi.post("/v1/tasks", { queue_id: other.queues[0]!.id, input: 1 })).json.data.task;
-        await otherApi.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
-        assert.equal((await o.nextOfType("event.deliver")).body.event.aggregate_id, t.id, "the other application's claim went through");
-        assert.equal((await s.ping()).type, "ack");
-        const late = await connect(small.url, { token: cred.token });
-        open.push(late);
-        assert.equal((await late.hello(sub, 1)).type, "events.welcome");
-        assert.equal(s.frames.filter((f) => f.type === "event.deliver").length, 1, "the stuck claim sent nothing");
-      });
-    } finally {
-      await small.stop();
-    }
-  });
-
   it("processes at most 4 frames of a connection at once (read queue); ACKs wait for their commit outside it, up to 32", async () => {
     const { s, d } = await consuming("read-queue", 1);
     const ack = { delivery_id: d.body!.delivery.id, epoch: d.body!.delivery.lease_epoch, lease_secret: d.body!.lease_secret };
