@@ -3,6 +3,15 @@
 // from a pooled buffer (sdk/random-hex.ts, shared with the SDK as sdk/cork.ts is).
 import { randomHex } from "../sdk/random-hex.js";
 
+/**
+ * `value` when it is a well-formed id, else undefined. Decision 5 checks a target's scope
+ * before the body: a rejected body's target counts only when it is well-formed (an HTTP
+ * body's queue_id, http/handlers/queue-scope.ts; a hello's subscription_id, ws/frames.ts).
+ */
+export function wellFormedId(value: unknown): string | undefined {
+  return typeof value === "string" && /^[0-9a-f]{32}$/.test(value) ? value : undefined;
+}
+
 /** 16 random bytes: request and message ids, which nothing stores as a key. */
 export function newHexId(): string {
   return randomHex(16);
@@ -14,7 +23,7 @@ export function newHexId(): string {
  * and every answer to an upgrade uses it (openapi.yaml "Envelope and headers").
  */
 export function requestIdFrom(offered: string | undefined): string {
-  return offered !== undefined && /^[0-9a-f]{32}$/.test(offered) ? offered : newHexId();
+  return wellFormedId(offered) ?? newHexId();
 }
 
 /**

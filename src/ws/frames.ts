@@ -3,7 +3,7 @@
 // message_id, the keys each type may carry), then the generated clientFrame validator.
 // An envelope failure closes the connection with 1008; a body failure gets an
 // INVALID_ARGUMENT error frame (spec §7 table).
-import { newHexId } from "../wire/ids.js";
+import { newHexId, wellFormedId } from "../wire/ids.js";
 import * as frameValidators from "../../generated/ws/validators.js";
 import type { ClientFrame, EventAck, EventsHello, EventsPing } from "../../generated/ws/frames.js";
 import { MAX_JSON_DEPTH } from "../config/limits.js";
@@ -90,8 +90,7 @@ export function parseStrictFrame(text: string): ParsedFrame {
 
 /** The subscription id of an invalid hello body, when it is a well-formed one (decision 5: its scope is checked first). */
 export function helloSubscriptionId(body: unknown): string | undefined {
-  const id = body !== null && typeof body === "object" ? (body as { subscription_id?: unknown }).subscription_id : undefined;
-  return typeof id === "string" && ID_RE.test(id) ? id : undefined;
+  return wellFormedId(body !== null && typeof body === "object" ? (body as { subscription_id?: unknown }).subscription_id : undefined);
 }
 
 export const isHello = (f: ClientFrame): f is EventsHello => f.type === "events.hello";

@@ -7,10 +7,9 @@ import type { HandlerRequest, OperationTypes } from "../../../generated/http/rou
 import { requireQueue } from "../../domain/tasks.js";
 import type { Caller } from "../../domain/identity.js";
 import { OrbitError } from "../../wire/errors.js";
+import { wellFormedId } from "../../wire/ids.js";
 
 type QueueBodied = "submitTask" | "claimTask" | "createSubscription";
-
-const ID_RE = /^"[0-9a-f]{32}"$/;
 
 /** The request's body, once its queue is known to be in the caller's scope (404 first). */
 export async function bodyOfQueueInScope<K extends QueueBodied>(req: HandlerRequest<K>, caller: Caller): Promise<OperationTypes[K]["body"]> {
@@ -18,9 +17,11 @@ export async function bodyOfQueueInScope<K extends QueueBodied>(req: HandlerRequ
   try {
     body = await req.body();
   } catch (e) {
-    // The body parsed as JSON (its fields are known) but broke a rule: its queue, as sent.
+    // The body parsed as JSON (its fields are known) but broke a rule: its queue, as sent
+    // (rawField is the field's JSON text, which the strict parser accepted).
     const sent = req.rawField("queue_id");
-    if (e instanceof OrbitError && e.code === "INVALID_ARGUMENT" && sent !== undefined && ID_RE.test(sent)) requireQueue(caller, sent.slice(1, -1));
+    const queueId = sent === undefined ? undefined : wellFormedId(JSON.parse(sent));
+    if (e instanceof OrbitError && e.code === "INVALID_ARGUMENT" && queueId !== undefined) requireQueue(caller, queueId);
     throw e;
   }
   requireQueue(caller, body.queue_id);
