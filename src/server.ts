@@ -83,9 +83,17 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   const koaHandler = app.callback();
   // requireHostHeader off: Node would answer a Host-less request with a bare 400
   // outside the envelope; Koa answers it like any other.
+  // Answers not yet sent: those in flight when the node starts closing (a claim waiting
+  // out wait_ms, a slow upload) also say Connection: close, so no client reuses a
+  // connection to a node that is going away.
+  const unsent = new Set<http.ServerResponse>();
   const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
     trackAnswer(req, res);
     if (closing) res.setHeader("Connection", "close");
+    else {
+      unsent.add(res);
+      res.once("close", () => unsent.delete(res));
+    }
     void koaHandler(req, res);
   };
   const server = http.createServer({ requireHostHeader: false }, handle);
@@ -171,6 +179,8 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     close(graceMs = SHUTDOWN_GRACE_MS) {
       closed ??= (async () => {
         closing = true;
+        for (const res of unsent) if (!res.headersSent) res.setHeader("Connection", "close");
+        unsent.clear();
         // Stop accepting first (spec: "stops accepting, closes event connections …"):
         // no new connection is taken while the event connections close (up to 2 s);
         // requests on open keep-alive connections are answered with Connection: close.

@@ -561,8 +561,9 @@ export interface components {
          *       close 1013 (try again); reconnecting keeps the original delivery and ACK identities.
          *
          *     Without an error frame: a node shutting down closes its event connections with 1001; a frame
-         *     above 512 KiB gets 1009; a write the client does not take within 5 s ends the connection
-         *     without a close frame (1006 at the client).
+         *     above 512 KiB gets 1009; a text frame that is not valid UTF-8 gets 1007 (RFC 6455 §8.1); a
+         *     write the client does not take within 5 s ends the connection without a close frame (1006
+         *     at the client).
          * @enum {string}
          */
         ErrorCode: "INVALID_ARGUMENT" | "UNAUTHENTICATED" | "PERMISSION_DENIED" | "NOT_FOUND" | "STATE_CONFLICT" | "IDEMPOTENCY_CONFLICT" | "SUBSCRIPTION_LIMIT" | "EVENT_HISTORY_EXPIRED" | "DELIVERY_LEASE_LOST" | "PROTOCOL_REQUIRED" | "CAPACITY_EXCEEDED" | "UNAVAILABLE" | "METHOD_NOT_ALLOWED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "INTERNAL" | "NOT_IMPLEMENTED";
@@ -572,7 +573,7 @@ export interface components {
             /** @description Human-readable explanation for logs and operators. Not stable; never parse it. It never contains tokens, lease secrets, task input or SQL. */
             message: string;
         };
-        /** @description Any JSON value (object, array, string, number, boolean or null). Its exact text as sent is what Orbit keeps. **Orbit's choice:** nested at most 255 arrays or objects deep, since a request body may nest at most 256 levels and the body itself is the first (else 400 INVALID_ARGUMENT). */
+        /** @description Any JSON value (object, array, string, number, boolean or null). Its exact text as sent is what Orbit keeps. **Orbit's choice:** nested at most 255 arrays or objects deep, since a request body may nest at most 256 levels and the body itself is the first, and every number within the range of an IEEE 754 double and, when not whole, not read as a whole number by one (`1e400`, `1e-400`, `100.000000000000001` → 400 INVALID_ARGUMENT; other digits beyond a double's precision are kept as sent). */
         JsonValue: unknown;
         /** @description The body of every error response. */
         ErrorEnvelope: {

@@ -6,7 +6,8 @@
  * text of numbers like 12345678901234567890. So this is a hand-written
  * recursive-descent parser over the string with an index. On top of the grammar it
  * rejects: duplicate keys at any depth (compared after unescaping, so "a" and "\u0061"
- * collide), lone surrogates (escaped or raw), non-finite numbers, a BOM, and nesting
+ * collide), lone surrogates (escaped or raw), non-finite numbers, fractions that read as
+ * whole numbers (1e-400, 100.000000000000001), a BOM, and nesting
  * deeper than `maxDepth` (default 256; never above HARD_MAX_DEPTH, so deep input cannot
  * exhaust the JS stack).
  *
@@ -56,6 +57,19 @@ const enum C {
 const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
   '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t",
 };
+
+/**
+ * Whether a JSON number's text denotes a whole number: no non-zero digit of its mantissa
+ * lies after the point once the exponent has moved it (1.5e1 is, 0.5 and 1e-400 are not).
+ */
+function wholeNumberText(t: string): boolean {
+  const m = /^-?([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/.exec(t);
+  if (!m) throw new RangeError("not a JSON number");
+  const digits = m[1]! + (m[2] ?? "");
+  const point = m[1]!.length + Number(m[3] ?? "0"); // ±Infinity for an absurd exponent: still ordered
+  for (let k = digits.length - 1; k >= 0; k--) if (digits.charCodeAt(k) !== C.Zero) return k < point;
+  return true;
+}
 
 class Parser {
   private pos = 0;
@@ -239,9 +253,11 @@ class Parser {
     } else {
       i = this.digits(i, start);
     }
-    if (text.charCodeAt(i) === C.Dot) i = this.digits(i + 1, start);
+    const dot = text.charCodeAt(i) === C.Dot;
+    if (dot) i = this.digits(i + 1, start);
     const e = text.charCodeAt(i);
-    if (e === C.e || e === C.E) {
+    const exp = e === C.e || e === C.E;
+    if (exp) {
       const sign = text.charCodeAt(++i);
       i = this.digits(sign === C.Plus || sign === C.Minus ? i + 1 : i, start);
     }
@@ -249,6 +265,10 @@ class Parser {
     // is exactly what JSON.parse would produce.
     const n = Number(text.slice(start, i));
     if (!Number.isFinite(n)) this.fail("number out of range", start);
+    // A fraction a double cannot hold: 1e-400 reads as 0, 100.000000000000001 as 100. An
+    // integer field would take a whole number the client did not send (past its maximum,
+    // or 0 for "the default"), so such a number is refused wherever it is.
+    if (Number.isInteger(n) && (dot || exp) && !wholeNumberText(text.slice(start, i))) this.fail("number is not whole but reads as a whole number", start);
     this.pos = i;
     return n;
   }

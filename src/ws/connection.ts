@@ -203,10 +203,22 @@ export class EventConnection implements Claimant {
     // lookups or session insert were slow. From here the idle clock bounds the binding.
     clearTimeout(this.helloTimer);
     this.touch();
-    const sub = await selectSubscription(this.deps.pool, subscriptionId).catch((e: unknown) => this.dbFailure(e, messageId));
+    // The credential as it is now, as a ping re-checks it: one revoked (or cut down) since
+    // the upgrade gets its error here, not a welcome and a session first.
+    let caller: Caller;
+    let sub: SubscriptionRow | undefined;
+    try {
+      [caller, sub] = await Promise.all([authenticate(this.deps.pool, this.authorization), selectSubscription(this.deps.pool, subscriptionId)]);
+      requireAction(caller, "events:consume");
+    } catch (e) {
+      if (this.state !== "binding") return undefined;
+      if (e instanceof OrbitError && e.code !== "UNAVAILABLE") this.closeWithError(e.code, e.message, messageId);
+      else this.dbFailure(e, messageId);
+      return undefined;
+    }
     if (this.state !== "binding") return undefined;
     try {
-      return owned(this.caller, sub);
+      return owned(caller, sub);
     } catch {
       this.closeWithError("NOT_FOUND", "no such subscription", messageId);
       return undefined;

@@ -525,6 +525,10 @@ describe("HTTP basics", () => {
         `{"name":"a","queue_id":"${q}","from_sequence":"18446744073709551616"}`,
         `{"name":"a","queue_id":"${q}","from_sequence":12}`,
         `{"name":"a","queue_id":"${q}","max_pending":1e400}`,
+        // Fractions a double reads as whole: 1000 (the maximum) and 0 (the default).
+        `{"name":"a","queue_id":"${q}","max_pending":999.99999999999999999}`,
+        `{"name":"a","queue_id":"${q}","max_pending":1e-400}`,
+        `{"name":"a","queue_id":"${q}","max_attempts":99.99999999999999999}`,
         `{"name":"a","queue_id":"${q}","types":["task.requeued"]}`,
         `{"name":"-a","queue_id":"${q}"}`,
         '\ufeff{"name":"a"}',
@@ -722,6 +726,32 @@ describe("HTTP basics", () => {
       const code = await extra.stop("SIGTERM");
       assert.equal(code, 0);
       assert.ok(extra.lines.some((l) => l.includes('"msg":"stopped"')));
+    });
+
+    it("answers a request already in flight at SIGTERM with Connection: close", async () => {
+      // README, rolling restarts: no client may reuse a connection to a node going away.
+      const extra = await startNode(db.url);
+      const body = validCreate();
+      const socket = net.connect(extra.port, "127.0.0.1");
+      let received = "";
+      socket.on("data", (c: Buffer) => (received += c.toString("latin1")));
+      const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+      await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+      // HTTP/1.1 without a Connection header: keep-alive unless the server says otherwise.
+      socket.write(
+        `POST /v1/subscriptions HTTP/1.1\r\nHost: 127.0.0.1:${extra.port}\r\nAuthorization: Bearer ${cred.token}\r\n` +
+          `Idempotency-Key: ${freshKey()[1]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 5)}`,
+      );
+      await new Promise((r) => setTimeout(r, 300)); // the node is reading the body
+      const deadline = Date.now() + 10_000;
+      const stopped = extra.stop("SIGTERM");
+      while (!extra.lines.some((l) => l.includes('"msg":"shutting down"')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(extra.lines.some((l) => l.includes('"msg":"shutting down"')), "the node began its shutdown");
+      socket.write(body.slice(5));
+      await closed;
+      assert.match(received, /^HTTP\/1\.1 201 /);
+      assert.match(received, /\r\nConnection: close\r\n/i);
+      assert.equal(await stopped, 0);
     });
 
     it("stops on SIGINT the same way, with exit code 0", async () => {

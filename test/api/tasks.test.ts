@@ -107,6 +107,29 @@ describe("tasks", () => {
       assert.equal(await taskCount(), n);
       const fits = await submit(`{"queue_id":"${q}","input":"${"x".repeat(limit - 2)}"}`);
       assert.equal(fits.status, 201, fits.text);
+      // Numbers at the edges of a double's range are kept as their text, precision beyond
+      // a double's included (README, HTTP rules).
+      for (const text of ["1e308", "-1e-300", "5e-324", "1.5e300", "1234567890.123456789012345678901"]) {
+        const res = await submit(`{"queue_id":"${q}","input":{"n":${text}}}`);
+        assert.equal(res.status, 201, res.text);
+        const c = await db.connect();
+        try {
+          const [rows] = await c.query<any[]>("SELECT input FROM tasks WHERE id = ?", [res.json.data.task.id]);
+          assert.equal(rows[0].input, `{"n":${text}}`);
+        } finally {
+          await c.end();
+        }
+      }
+    });
+
+    it("refuses numbers beyond a double's range, or fractions it reads as whole, with 400, nothing written", async () => {
+      // Orbit's choice (README, openapi.yaml JsonValue): RFC 8259 §6; an SDK would read
+      // these as infinity, 0 or 100.
+      const n = await taskCount();
+      for (const text of ["1e400", "-1E+999", "9".repeat(400), "1e-400", "100.000000000000001"]) {
+        assertError(await submit(`{"queue_id":"${q}","input":{"n":${text}}}`), 400, "INVALID_ARGUMENT");
+      }
+      assert.equal(await taskCount(), n);
     });
 
     it("accepts max_attempts at its limits, 1 and 100", async () => {

@@ -66,8 +66,9 @@ describe("wire/json parseStrictJson", () => {
       }), { numRuns: 3000 });
     });
 
-    it("keeps number values as JSON.parse does, including -0 and underflow", () => {
-      for (const t of ["-0", "0", "1E2", "1e-400", "-1.5e+3", "12345678901234567890", "0.1", "1.7976931348623157e308"]) {
+    it("keeps number values as JSON.parse does, including -0 and the smallest subnormal", () => {
+      // Underflow to 0 (1e-400) is refused: "fractions that read as whole numbers", below.
+      for (const t of ["-0", "0", "1E2", "5e-324", "4e-324", "-1.5e+3", "12345678901234567890", "0.1", "1.7976931348623157e308"]) {
         assert.ok(Object.is(parseStrictJson(t).value, JSON.parse(t)), t);
       }
     });
@@ -177,6 +178,13 @@ describe("wire/json parseStrictJson", () => {
       ["hex", "0x10", /unexpected character "x"/],
       ["non-finite number", "1e400", /number out of range/],
       ["negative non-finite number", '{"a":-1e400}', /number out of range/],
+      // Fractions a double reads as whole numbers: an integer field would take 0 or 100.
+      ["underflow to zero", '{"a":1e-400}', /not whole but reads as a whole number at offset 5/],
+      ["negative underflow to zero", "[-4.9e-325]", /not whole but reads as a whole number/],
+      ["fraction beyond a double's precision", "100.000000000000001", /not whole but reads as a whole number/],
+      ["fraction lost to rounding up", "999.99999999999999999", /not whole but reads as a whole number/],
+      ["fraction lost in a large number", "9007199254740993.5", /not whole but reads as a whole number/],
+      ["fraction by exponent", "1234567890123456.75e1", /not whole but reads as a whole number/],
       ["BOM", "\ufeff{}", /byte order mark at offset 0/],
       ["NBSP as whitespace", "\u00a0{}", /unexpected character/],
       ["U+2028 as whitespace", "{}\u2028", /unexpected character/],
@@ -214,7 +222,7 @@ describe("wire/json parseStrictJson", () => {
     it("accepts the neighbours of those rules", () => {
       // \u escapes in upper case are JSON too (RFC 8259 §7: HEXDIG is case-insensitive);
       // JSON.stringify writes lower case only, so the property tests never send them.
-      for (const t of ['"\\u00C9\\uD83D\\uDE00\\u00e9\\u0aBc"', '"\\ud83d\\ude00"', '"\ud83d\ude00"', '"\u007f"', '" \\/ \\b\\f\\n\\r\\t"', "-0.0e-0", " \t\r\n[ ] "]) {
+      for (const t of ['"\\u00C9\\uD83D\\uDE00\\u00e9\\u0aBc"', '"\\ud83d\\ude00"', '"\ud83d\ude00"', '"\u007f"', '" \\/ \\b\\f\\n\\r\\t"', "-0.0e-0", " \t\r\n[ ] ", "1.0", "1e3", "1.5e1", "2.50e2", "100.0000", "1e-0", "0e-400", "1e22", "5e-324", "0.1", "1e308", "99.999999999999"]) {
         assert.deepStrictEqual(parseStrictJson(t).value, JSON.parse(t), t);
       }
     });

@@ -471,6 +471,24 @@ describe("event connections: guard and session", function () {
       assert.equal((await s.closed).code, 1008);
     });
 
+    it("re-checks the credential on hello: one revoked or cut down after the upgrade gets its error, no welcome and no session", async () => {
+      // §7: UNAUTHENTICATED "when connected: error frame, then close"; the ping re-checks it
+      // too. The upgrade's caller is not the hello's: the binding uses the credential as it is.
+      for (const code of ["UNAUTHENTICATED", "PERMISSION_DENIED"] as const) {
+        const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [`hello-${code}`], eventAccess: true });
+        const mine = (await client(node.url, extra.token).post("/v1/subscriptions", { name: `hello-${code}`, queue_id: extra.queues[0]!.id })).json.data.subscription.id;
+        const s = await conn({ token: extra.token }, patient);
+        if (code === "UNAUTHENTICATED") assert.equal((await runCli(["revoke", "--credential", extra.credential_id], { ORBIT_DATABASE_URL: db.url })).code, 0);
+        else await db.query("UPDATE credentials SET actions = 'events:read,events:manage' WHERE id = ?", [extra.credential_id]);
+        const reply = await s.hello(mine, 1);
+        assert.equal(reply.error?.code, code, JSON.stringify(reply));
+        assert.equal(reply.session_id, undefined);
+        assert.equal((await s.closed).code, 1008);
+        const rows = await db.query("SELECT COUNT(*) AS n FROM event_sessions WHERE subscription_id = ?", [mine]);
+        assert.equal(Number(rows[0].n), 0, "no session was written");
+      }
+    });
+
     it("re-checks the action and the subscription's scope on ping, not only the credential: PERMISSION_DENIED / NOT_FOUND, then close", async () => {
       // §7 (the original): 服务端以 ack 回复…同时重新校验凭据与订阅范围. No call of the API
       // narrows a credential (re-binding is not offered), so the rows are changed by hand.
