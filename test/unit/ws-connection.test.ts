@@ -1,11 +1,11 @@
 // One event connection against a client that sends and never reads (spec §5: write queue
 // 8 per connection), with a hand-written socket whose writes never flush and a database
-// that answers the hello's two statements: no real socket buffers between the node and
+// that answers the hello's statements (the credential, the subscription, the session): no real socket buffers between the node and
 // the client, so what the node queued is counted exactly.
 import { strict as assert } from "node:assert";
 import { EventEmitter } from "node:events";
 import type WebSocket from "ws";
-import type { Caller } from "../../src/domain/identity.js";
+import { issueToken, type Caller } from "../../src/domain/identity.js";
 import type { Logger } from "../../src/log/index.js";
 import { EventConnection, type ConnectionDeps } from "../../src/ws/connection.js";
 
@@ -68,7 +68,16 @@ describe("an event connection whose client never reads", () => {
     lines.length = 0;
     const log: Logger = { log: (level, msg, fields) => lines.push(JSON.stringify({ level, msg, ...fields })) };
     const row = { id: SUB, namespace_id: caller.namespaceId, credential_id: caller.credentialId, queue_id: QUEUE, enabled: 1, pending_count: 0 };
-    const pool = { query: async (sql: string) => (sql.includes("FROM subscriptions") ? [[row]] : [{ affectedRows: 1 }]) };
+    // The hello authenticates the token again (as a ping does).
+    const { token, digest } = issueToken(caller.credentialId);
+    const credential = {
+      id: caller.credentialId, namespace_id: caller.namespaceId, application_id: caller.applicationId, secret_digest: digest,
+      actions: "events:consume", revoked_at: null, queue_id: QUEUE, queue_name: "q",
+    };
+    const pool = {
+      query: async (sql: string) =>
+        sql.includes("FROM subscriptions") ? [[row]] : sql.includes("FROM credentials") ? [[credential]] : [{ affectedRows: 1 }],
+    };
     const deps = {
       pool, claimPool: pool, log, nodeId: "6".repeat(32), leaseDurationMs: 30000, helloTimeoutMs: 5000, idleTimeoutMs: 60000, recheckMs: 30000,
       scheduler: { request() {}, remove() {} },
@@ -76,7 +85,7 @@ describe("an event connection whose client never reads", () => {
       onBound() {},
       onClosed() {},
     } as unknown as ConnectionDeps;
-    conn = new EventConnection(ws as unknown as WebSocket, caller, "Bearer x", deps);
+    conn = new EventConnection(ws as unknown as WebSocket, caller, `Bearer ${token}`, deps);
     ws.frame({ protocol_version: "1", type: "events.hello", message_id: mid(0), body: { subscription_id: SUB, capacity: 1 } });
     await turns();
     assert.equal(ws.sent[0]?.type, "events.welcome");
