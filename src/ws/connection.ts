@@ -203,26 +203,28 @@ export class EventConnection implements Claimant {
     // lookups or session insert were slow. From here the idle clock bounds the binding.
     clearTimeout(this.helloTimer);
     this.touch();
-    // The credential as it is now, as a ping re-checks it: one revoked (or cut down) since
-    // the upgrade gets its error here, not a welcome and a session first.
-    let caller: Caller;
-    let sub: SubscriptionRow | undefined;
+    // The credential as it is now, not as the upgrade found it: one revoked (or cut down)
+    // since gets its error here, not a welcome and a session first.
     try {
-      [caller, sub] = await Promise.all([authenticate(this.deps.pool, this.authorization), selectSubscription(this.deps.pool, subscriptionId)]);
-      requireAction(caller, "events:consume");
+      const sub = await this.reachable(subscriptionId);
+      return this.state === "binding" ? sub : undefined;
     } catch (e) {
       if (this.state !== "binding") return undefined;
-      if (e instanceof OrbitError && e.code !== "UNAVAILABLE") this.closeWithError(e.code, e.message, messageId);
+      if (e instanceof OrbitError) this.closeWithError(e.code, e.message, messageId);
       else this.dbFailure(e, messageId);
       return undefined;
     }
-    if (this.state !== "binding") return undefined;
-    try {
-      return owned(caller, sub);
-    } catch {
-      this.closeWithError("NOT_FOUND", "no such subscription", messageId);
-      return undefined;
-    }
+  }
+
+  /**
+   * The subscription if the connection's token may consume it now: the credential looked
+   * up again (401, 403) and the subscription's owner and queue scope (404). The hello and
+   * every ping ask (spec §7: the ping reply re-checks the credential and the scope).
+   */
+  private async reachable(subscriptionId: string): Promise<SubscriptionRow> {
+    const [caller, sub] = await Promise.all([authenticate(this.deps.pool, this.authorization), selectSubscription(this.deps.pool, subscriptionId)]);
+    requireAction(caller, "events:consume");
+    return owned(caller, sub);
   }
 
   private async hello(f: EventsHello): Promise<void> {
@@ -270,9 +272,7 @@ export class EventConnection implements Claimant {
     let enabled: boolean;
     let backlog: number;
     try {
-      const caller = await authenticate(this.deps.pool, this.authorization);
-      requireAction(caller, "events:consume");
-      const sub = owned(caller, await selectSubscription(this.deps.pool, this.subscriptionId));
+      const sub = await this.reachable(this.subscriptionId);
       enabled = Boolean(sub.enabled);
       backlog = sub.pending_count;
     } catch (e) {
