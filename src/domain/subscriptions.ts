@@ -11,6 +11,7 @@ import { insertAudit } from "../db/queries/audit.js";
 import { MAX_SUBSCRIPTIONS_PER_NAMESPACE } from "../config/limits.js";
 import { OrbitError, invalidArgument, notFound, stateConflict } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
+import { UINT64_MAX } from "../wire/uint64.js";
 import { idempotent, type Receipt } from "./idempotency.js";
 import { newId, type Caller } from "./identity.js";
 import { DEFAULT_PAGE_LIMIT, decodeCursor, page, type Binding } from "./paging.js";
@@ -143,6 +144,9 @@ export async function configureSubscription(tx: Tx, caller: Caller, c: Configure
   return idempotent(tx, { ref, content: `${c.id}\n${c.canonicalBody}` }, async () => {
     const s = await getSubscription(tx, caller, c.id, true);
     if (s.revision !== c.expectedRevision) throw stateConflict(`expected_revision is ${c.expectedRevision}, the subscription is at ${s.revision}`);
+    // The revision is a uint64 on the wire and BIGINT UNSIGNED in the table: at its maximum
+    // the bump would overflow (MariaDB error 1690), so the command is refused, not a 500.
+    if (BigInt(s.revision) === UINT64_MAX) throw stateConflict(`the subscription's revision is at its maximum, ${s.revision}; it cannot change again`);
     const now = nowMs();
     if (!(await updateEnabled(tx, s.id, s.revision, c.enabled, now))) throw new Error("subscription changed under its lock");
     const after = (await selectSubscription(tx, s.id))!;

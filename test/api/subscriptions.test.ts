@@ -379,6 +379,27 @@ describe("subscriptions", () => {
       assert.equal(ok.status, 200, "1024 Unicode characters");
       assertError(await api.post(`/v1/subscriptions/${ID}:configure`, { expected_revision: "1", enabled: false, reason: "r" }), 404, "NOT_FOUND");
     });
+
+    it("refuses a command at the revision's maximum with 409 STATE_CONFLICT and changes nothing", async () => {
+      // Only a database edit gets there (2^64 - 1 commands), but the bump would overflow
+      // BIGINT UNSIGNED: a clear refusal, never a 500, and no audit record.
+      const s = (await create({})).json.data.subscription;
+      const max = "18446744073709551615";
+      const c = await db.connect();
+      try {
+        await c.query("UPDATE subscriptions SET revision = ? WHERE id = ?", [max, s.id]);
+        const res = await api.post(`/v1/subscriptions/${s.id}:configure`, { expected_revision: max, enabled: false, reason: "r" });
+        assertError(res, 409, "STATE_CONFLICT");
+        assert.match(res.json.error.message, /maximum/);
+        const now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
+        assert.equal(now.enabled, true);
+        assert.equal(now.revision, max);
+        const [audits] = await c.query<any[]>("SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id = ?", [s.id]);
+        assert.equal(Number(audits[0].n), 0);
+      } finally {
+        await c.end();
+      }
+    });
   });
 
   describe("the limit of 64 per namespace", () => {
