@@ -4,6 +4,7 @@ import type { components } from "../../generated/http/openapi-types.js";
 import type { Pool, Tx } from "../db/types.js";
 import { retryDelivery, selectDelivery, selectDeliveryPage, type DeliveryRow, type DeliveryState } from "../db/queries/deliveries.js";
 import { selectEventById } from "../db/queries/result-log.js";
+import type { SubscriptionRow } from "../db/queries/subscriptions.js";
 import { insertAudit } from "../db/queries/audit.js";
 import { OrbitError, notFound, stateConflict } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
@@ -39,12 +40,13 @@ export function toWireDelivery(d: DeliveryRow): DeliveryWire {
   };
 }
 
+/** A page of the deliveries of `s`, a subscription the caller owns (getSubscription). */
 export async function listDeliveries(
   pool: Pool,
   caller: Caller,
-  q: { subscriptionId: string; state?: DeliveryState; limit?: number; cursor?: string },
+  s: SubscriptionRow,
+  q: { state?: DeliveryState; limit?: number; cursor?: string },
 ): Promise<{ items: DeliveryWire[]; next_cursor?: string }> {
-  const s = await getSubscription(pool, caller, q.subscriptionId);
   const binding: Binding = { list: `deliveries:${s.id}`, credentialId: caller.credentialId, namespaceId: caller.namespaceId, filter: q.state ?? "" };
   const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor, binding);
   const limit = q.limit ?? DEFAULT_PAGE_LIMIT;

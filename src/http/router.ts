@@ -1,7 +1,7 @@
 // Builds the @koa/router from the generated route table. Every operation runs the same
 // pipeline, in the order of spec decision 5:
-//   authenticate (401) → action (403) → query/path checks → handler: scope (404) →
-//   body and Idempotency-Key, read on demand (400) → state (409)
+//   authenticate (401) → action (403) → path ids (404) → handler: scope (404) →
+//   query string, body and Idempotency-Key, read on demand (400) → state (409)
 // all inside the 8 s management deadline. (A worker's complete and requeue check the
 // credential's revocation in their own transaction, and again before any refusal:
 // REVOCATION_IN_TRANSACTION.) A handler never touches ctx: it returns
@@ -13,6 +13,8 @@ import { authenticate, authenticateRemembered, requireAction, isAction, type Cal
 import type { Pool } from "../db/types.js";
 import { OrbitError, invalidArgument, notFound, protocolRequired, unauthenticated, unavailable } from "../wire/errors.js";
 import { parseQuery } from "../wire/query.js";
+import { wellFormedId } from "../wire/ids.js";
+import { requireQueue } from "../domain/tasks.js";
 import { canonicalJson } from "../wire/canonical.js";
 import type { NodeServices } from "../domain/services.js";
 import type { CredentialLookups } from "../domain/credential-lookups.js";
@@ -238,14 +240,22 @@ async function refuseIfRevoked(credentials: CredentialLookups, caller: Caller, e
 const CLIENT_GONE = new Error("the response closed");
 
 async function perform(ctx: Context, route: RouteSpec, deps: RouterDeps, signal: AbortSignal, caller: Caller | undefined): Promise<AnyResult> {
-  const query = readQuery(ctx, route);
-  const path = readPath(ctx, route);
   if (route.transport === "websocket") {
+    readQuery(ctx, route);
     // A plain GET of the event endpoint: the caller may consume but did not upgrade.
     throw protocolRequired();
   }
-  if (!route.hasBody && requestHasBody(ctx.req)) throw invalidArgument("this operation takes no body");
-  const input = lazyInput(ctx, route);
+  const path = readPath(ctx, route);
+  const { query, refusal } = readShape(ctx, route);
+  if (refusal) {
+    // Decision 5: the target's scope (404) before validation (400). An operation on a
+    // target keeps the 400 of its query string or unwanted body until its handler has
+    // checked that target; one without a target (public, the caller's own credential)
+    // answers it now.
+    if (!caller || !isAction(route.permission)) throw refusal;
+    queueOfQueryInScope(ctx, route, caller);
+  }
+  const input = lazyInput(ctx, route, refusal);
   const handler = deps.handlers[route.operationId as HttpOperationId] as unknown as (
     req: HandlerRequest<HttpOperationId>,
     hctx: HandlerContext,
@@ -266,8 +276,20 @@ async function perform(ctx: Context, route: RouteSpec, deps: RouterDeps, signal:
       return caller;
     },
   };
+  const request = {
+    path,
+    // Read by a handler after its scope check (listEventDeliveries) or as its scope (the
+    // queue of listSubscriptions, checked above).
+    get query() {
+      if (refusal) throw refusal;
+      return query;
+    },
+    ...input,
+  };
   try {
-    const result = await handler({ path, query, ...input } as unknown as HandlerRequest<HttpOperationId>, hctx);
+    const result = await handler(request as unknown as HandlerRequest<HttpOperationId>, hctx);
+    // A read whose target is in scope: its answer is the 400 it was owed.
+    if (refusal) throw refusal;
     if (!route.successStatuses.includes(result.status)) throw new Error(`${route.operationId} answered ${result.status}`);
     // An operation with a body must validate it; a handler that skipped that is a bug.
     if (route.hasBody && !input.wasRead()) throw new Error(`${route.operationId} never read its body`);
@@ -301,6 +323,32 @@ async function resolveCaller(ctx: Context, route: RouteSpec, credentials: Creden
     }
   }
   return caller;
+}
+
+/** The query string and whether a body came where none is taken: the parameters, or the 400 they are owed. */
+function readShape(ctx: Context, route: RouteSpec): { query: Record<string, unknown>; refusal?: OrbitError } {
+  try {
+    const query = readQuery(ctx, route);
+    if (!route.hasBody && requestHasBody(ctx.req)) throw invalidArgument("this operation takes no body");
+    return { query };
+  } catch (e) {
+    if (e instanceof OrbitError) return { query: {}, refusal: e };
+    throw e;
+  }
+}
+
+/**
+ * A refused query string that names one well-formed `queue_id` names the operation's
+ * target (listSubscriptions): a queue outside the caller's scope is 404, as a body naming
+ * one is (handlers/queue-scope.ts). The value is taken as sent, undecoded.
+ */
+function queueOfQueryInScope(ctx: Context, route: RouteSpec, caller: Caller): void {
+  if (!route.queryParams.some((p) => p.name === "queue_id")) return;
+  const url = ctx.request.url;
+  const raw = url.includes("?") ? url.slice(url.indexOf("?") + 1) : "";
+  const named = raw.split("&").filter((p) => p.startsWith("queue_id=")).map((p) => p.slice("queue_id=".length));
+  const queueId = named.length === 1 ? wellFormedId(named[0]) : undefined;
+  if (queueId !== undefined) requireQueue(caller, queueId);
 }
 
 /** Query parameters: only where the contract declares them, each once, canonical. */
@@ -338,7 +386,8 @@ function readPath(ctx: Context, route: RouteSpec): Record<string, string> {
   return params;
 }
 
-function lazyInput(ctx: Context, route: RouteSpec) {
+/** `refusal`: the 400 the request's shape is owed, thrown once the body or key is asked for. */
+function lazyInput(ctx: Context, route: RouteSpec, refusal: OrbitError | undefined) {
   let read = false;
   let keyRead = false;
   let raw: ReadonlyMap<string, string> = new Map();
@@ -352,10 +401,13 @@ function lazyInput(ctx: Context, route: RouteSpec) {
       const parsed = await readJsonBody(ctx.req);
       raw = parsed.raw;
       text = parsed.text;
+      // Parsed first: a body that names a queue outside the scope is still 404 (queue-scope.ts).
+      if (refusal) throw refusal;
       return check(`body_${route.operationId}`, parsed.value, "body");
     },
     idempotencyKey(): string {
       keyRead = true;
+      if (refusal) throw refusal;
       const values = ctx.req.headersDistinct["idempotency-key"] ?? [];
       if (values.length > 1) throw invalidArgument("the Idempotency-Key header is repeated");
       const key = values[0] ?? "";

@@ -105,10 +105,13 @@ describe("HTTP basics", () => {
         getEventsSchema: "/v1/contract/events.schema.json",
       };
       for (const [op, path] of Object.entries(publicGets)) {
-        for (const res of [await request(node.url, { path: `${path}?v=2` }), await request(node.url, { path, body: "{}" })]) {
+        const withQuery = await request(node.url, { path: `${path}?v=2` });
+        const withBody = await request(node.url, { path, body: "{}" });
+        for (const res of [withQuery, withBody]) {
           assertError(res, 400, "INVALID_ARGUMENT");
           assertContract(op, res);
         }
+        assert.equal(withBody.json.error.message, "this operation takes no body", "refused as a body, not as a malformed request");
       }
     });
 
@@ -335,8 +338,64 @@ describe("HTTP basics", () => {
         assertError(res, 400, "INVALID_ARGUMENT");
         assertContract("listSubscriptions", res);
       }
-      const states = await call({ path: `/v1/subscriptions/${ID}/deliveries?state=leased` });
+      const own = (await create(validCreate(), [freshKey()])).json.data.subscription.id;
+      const states = await call({ path: `/v1/subscriptions/${own}/deliveries?state=leased` });
       assertError(states, 400, "INVALID_ARGUMENT");
+      assertContract("listEventDeliveries", states);
+    });
+
+    it("checks the target's scope before its query string or an unwanted body: 404 for another's, 400 for one's own (decision 5)", async () => {
+      const other = await bootstrap(db.url, { namespace: "elsewhere", application: "app", queues: ["q"], eventAccess: true });
+      const as = (token: string, r: RawRequest) => request(node.url, { token, ...r });
+      const theirQueue = other.queues[0]!.id;
+      const ourQueue = cred.queues[0]!.id;
+      const theirs = (await as(other.token, { method: "POST", path: "/v1/subscriptions", headers: [freshKey()], body: JSON.stringify({ name: "theirs", queue_id: theirQueue }) })).json.data.subscription;
+      const ours = (await create(validCreate(), [freshKey()])).json.data.subscription;
+      const theirTask = (await as(other.token, { method: "POST", path: "/v1/tasks", headers: [freshKey()], body: JSON.stringify({ queue_id: theirQueue, input: 1 }) })).json.data.task;
+      const ourTask = (await call({ method: "POST", path: "/v1/tasks", headers: [freshKey()], body: JSON.stringify({ queue_id: ourQueue, input: 1 }) })).json.data.task;
+      const cases: [string, RawRequest, RawRequest][] = [
+        ["getSubscription", { path: `/v1/subscriptions/${theirs.id}?x=1` }, { path: `/v1/subscriptions/${ours.id}?x=1` }],
+        ["getSubscription", { path: `/v1/subscriptions/${theirs.id}`, body: "{}" }, { path: `/v1/subscriptions/${ours.id}`, body: "{}" }],
+        ["listEventDeliveries", { path: `/v1/subscriptions/${theirs.id}/deliveries?state=leased` }, { path: `/v1/subscriptions/${ours.id}/deliveries?state=leased` }],
+        ["listEventDeliveries", { path: `/v1/subscriptions/${ID}/deliveries?limit=0` }, { path: `/v1/subscriptions/${ours.id}/deliveries?limit=0` }],
+        ["listSubscriptions", { path: `/v1/subscriptions?queue_id=${theirQueue}&extra=1` }, { path: `/v1/subscriptions?queue_id=${ourQueue}&extra=1` }],
+        ["listSubscriptions", { path: `/v1/subscriptions?queue_id=${theirQueue}&limit=101` }, { path: `/v1/subscriptions?queue_id=${ourQueue}&limit=101` }],
+        ["getTask", { path: `/v1/tasks/${theirTask.id}?x=1` }, { path: `/v1/tasks/${ourTask.id}?x=1` }],
+      ];
+      for (const [op, foreign, own] of cases) {
+        const a = await call(foreign);
+        assert.equal(a.status, 404, `${op} ${foreign.path}: ${a.text}`);
+        assertError(a, 404, "NOT_FOUND");
+        assertContract(op, a);
+        const b = await call(own);
+        assert.equal(b.status, 400, `${op} ${own.path}: ${b.text}`);
+        assertError(b, 400, "INVALID_ARGUMENT");
+        assertContract(op, b);
+      }
+      // A queue_id that names no queue (malformed, or repeated) is no target: 400.
+      assertError(await call({ path: `/v1/subscriptions?queue_id=${theirQueue.toUpperCase()}&extra=1` }), 400, "INVALID_ARGUMENT");
+      assertError(await call({ path: `/v1/subscriptions?queue_id=${theirQueue}&queue_id=${theirQueue}` }), 400, "INVALID_ARGUMENT");
+
+      // Writes: a query string on another's target is 404; on one's own 400, and nothing is
+      // written — the same key without the query string then makes the first write.
+      const pause = JSON.stringify({ expected_revision: "1", enabled: false, reason: "r" });
+      assertError(await call({ method: "POST", path: `/v1/subscriptions/${theirs.id}:configure?x=1`, headers: [freshKey()], body: pause }), 404, "NOT_FOUND");
+      const key = freshKey();
+      assertError(await call({ method: "POST", path: `/v1/subscriptions/${ours.id}:configure?x=1`, headers: [key], body: pause }), 400, "INVALID_ARGUMENT");
+      const paused = await call({ method: "POST", path: `/v1/subscriptions/${ours.id}:configure`, headers: [key], body: pause });
+      assert.equal(paused.status, 200, paused.text);
+      assert.equal(paused.json.data.deduplicated, false);
+      assert.equal(paused.json.data.subscription.revision, "2");
+      const submit = (queue: string) => JSON.stringify({ queue_id: queue, input: "q" });
+      assertError(await call({ method: "POST", path: "/v1/tasks?x=1", headers: [freshKey()], body: submit(theirQueue) }), 404, "NOT_FOUND");
+      const taskKey = freshKey();
+      assertError(await call({ method: "POST", path: "/v1/tasks?x=1", headers: [taskKey], body: submit(ourQueue) }), 400, "INVALID_ARGUMENT");
+      const submitted = await call({ method: "POST", path: "/v1/tasks", headers: [taskKey], body: submit(ourQueue) });
+      assert.equal(submitted.status, 201, submitted.text);
+      assert.equal(submitted.json.data.deduplicated, false);
+      assert.equal((await as(other.token, { path: `/v1/subscriptions/${theirs.id}` })).json.data.revision, "1", "another's subscription is untouched");
+      // Without a target (the caller's own credential) the query string is refused at once.
+      assertError(await call({ path: "/v1/credential?x=1" }), 400, "INVALID_ARGUMENT");
     });
 
     it("accepts the declared parameters", async () => {

@@ -25,9 +25,11 @@ export function request(baseUrl: string, r: RawRequest): Promise<RawResponse> {
   const headers: string[] = ["Host", u.host];
   if (r.token !== undefined) headers.push("Authorization", `Bearer ${r.token}`);
   for (const [k, v] of r.headers ?? []) headers.push(k, v);
-  if (r.body !== undefined && !(r.headers ?? []).some(([k]) => k.toLowerCase() === "content-type")) {
-    headers.push("Content-Type", "application/json");
-  }
+  const given = (name: string) => (r.headers ?? []).some(([k]) => k.toLowerCase() === name);
+  if (r.body !== undefined && !given("content-type")) headers.push("Content-Type", "application/json");
+  // Framed always: Node's client sends a GET's body unframed (it chunks only other
+  // methods' bodies by default), which the server reads as a second, malformed request.
+  if (r.body !== undefined && !given("content-length") && !given("transfer-encoding")) headers.push("Content-Length", String(Buffer.byteLength(r.body)));
   return new Promise((resolve, reject) => {
     const req = http.request({ host: u.hostname, port: u.port, method: r.method ?? "GET", path: r.path, headers, agent: false }, (res) => {
       const chunks: Buffer[] = [];

@@ -65,15 +65,20 @@ export const configureSubscription: Handler<"configureSubscription", HandlerCont
   return answered(receipt);
 };
 
-export const listEventDeliveries: Handler<"listEventDeliveries", HandlerContext> = async (req, ctx) => ({
-  status: 200,
-  data: await listDeliveries(ctx.pool, ctx.caller(), {
-    subscriptionId: req.path.id,
-    ...(req.query.state !== undefined ? { state: req.query.state } : {}),
-    ...(req.query.limit !== undefined ? { limit: req.query.limit } : {}),
-    ...(req.query.cursor !== undefined ? { cursor: req.query.cursor } : {}),
-  }),
-});
+export const listEventDeliveries: Handler<"listEventDeliveries", HandlerContext> = async (req, ctx) => {
+  const caller = ctx.caller();
+  // The subscription's scope (404) before its query string (400).
+  const s = await readSubscription(ctx.pool, caller, req.path.id);
+  const q = req.query;
+  return {
+    status: 200,
+    data: await listDeliveries(ctx.pool, caller, s, {
+      ...(q.state !== undefined ? { state: q.state } : {}),
+      ...(q.limit !== undefined ? { limit: q.limit } : {}),
+      ...(q.cursor !== undefined ? { cursor: q.cursor } : {}),
+    }),
+  };
+};
 
 export const getEventDelivery: Handler<"getEventDelivery", HandlerContext> = async (req, ctx) => ({
   status: 200,
