@@ -2,7 +2,8 @@
 // query), so an idle node costs about 1.3 queries/s for all of them together:
 //   - every 1 s: recover worker attempts whose lease ran out (any node may; SKIP LOCKED
 //     keeps them from stepping on each other);
-//   - every 5 s: number events that a node committed but could not number (it died);
+//   - every 5 s (ORBIT_SEQUENCER_SWEEP_MS): number events that a node committed but could
+//     not number (it died);
 //   - every 60 s, when ORBIT_RETENTION is set: purge events older than it.
 import type { Pool } from "./db/types.js";
 import { selectNamespaceIds } from "./db/queries/result-log.js";
@@ -12,14 +13,19 @@ import { expireDue } from "./domain/worker.js";
 import { describeError, type Logger } from "./log/index.js";
 
 export const EXPIRY_SWEEP_MS = 1000;
-export const SEQUENCER_SWEEP_MS = 5000;
 export const RETENTION_SWEEP_MS = 60_000;
 
 export interface Background {
   stop(): Promise<void>;
 }
 
-export function startBackground(pool: Pool, services: NodeServices, log: Logger, retentionMs: number | undefined): Background {
+export interface BackgroundSettings {
+  readonly sequencerSweepMs: number;
+  readonly retentionMs: number | undefined;
+}
+
+export function startBackground(pool: Pool, services: NodeServices, log: Logger, settings: BackgroundSettings): Background {
+  const { retentionMs } = settings;
   const running = new Set<Promise<void>>();
   const timers: NodeJS.Timeout[] = [];
   const every = (ms: number, name: string, job: () => Promise<void>) => {
@@ -42,7 +48,7 @@ export function startBackground(pool: Pool, services: NodeServices, log: Logger,
     const effects = await expireDue(pool);
     afterCommit(services, effects.namespaces, effects.queues);
   });
-  every(SEQUENCER_SWEEP_MS, "sequencer sweep", () => services.sequencer.sweep());
+  every(settings.sequencerSweepMs, "sequencer sweep", () => services.sequencer.sweep());
   if (retentionMs !== undefined) {
     every(RETENTION_SWEEP_MS, "retention", async () => {
       for (const ns of await selectNamespaceIds(pool)) await purgeOlderThan(pool, ns, retentionMs);

@@ -168,7 +168,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     throw new ListenError(config.host, config.port, e);
   }
   const port = (server.address() as AddressInfo).port;
-  const background = startBackground(pool, services, log, config.retentionMs);
+  const background = startBackground(pool, services, log, config);
   log.log("info", "listening", { host: config.host, port, max_body_bytes: MAX_BODY_BYTES });
 
   let closed: Promise<void> | undefined;

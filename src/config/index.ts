@@ -1,7 +1,7 @@
 // Configuration, read once from the environment, validated and frozen
 // (platform.md "Configuration and process"). Only the entry point calls loadConfig;
 // everything else receives the frozen object.
-import { DEFAULT_DB_POOL_SIZE, MANAGEMENT_TIMEOUT_MS } from "./limits.js";
+import { DEFAULT_DB_POOL_SIZE, MANAGEMENT_TIMEOUT_MS, SEQUENCER_SWEEP_MS } from "./limits.js";
 
 export interface Config {
   readonly databaseUrl: string;
@@ -14,6 +14,8 @@ export interface Config {
   readonly workerLeaseMs: number;
   readonly requestTimeoutMs: number;
   readonly dbPoolSize: number;
+  /** How often the node numbers events whose numbering was never started (background.ts). */
+  readonly sequencerSweepMs: number;
   /** Optional age-based retention of the result log, in ms; undefined keeps everything. */
   readonly retentionMs: number | undefined;
 }
@@ -75,6 +77,7 @@ export function loadConfig(env: Env = process.env): Config {
     workerLeaseMs: int(env, "ORBIT_WORKER_LEASE_MS", 60000, 100, 86_400_000),
     requestTimeoutMs: int(env, "ORBIT_REQUEST_TIMEOUT_MS", MANAGEMENT_TIMEOUT_MS, 50, 600_000),
     dbPoolSize: int(env, "ORBIT_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, 1, 64),
+    sequencerSweepMs: int(env, "ORBIT_SEQUENCER_SWEEP_MS", SEQUENCER_SWEEP_MS, 100, 3_600_000),
     retentionMs: parseRetention(env.ORBIT_RETENTION),
   });
 }

@@ -45,3 +45,8 @@ export const ACK_POOL_SIZE = 4;
 export const SEQUENCER_POOL_SIZE = 2;
 /** perf-notes.md: 4–16 connections on 2 cores; 64 was slower in every test. */
 export const DEFAULT_DB_POOL_SIZE = 8;
+/**
+ * The sweep that numbers events whose numbering no pass started (their node died between
+ * commit and numbering): an idle node's query every 5 s (ORBIT_SEQUENCER_SWEEP_MS).
+ */
+export const SEQUENCER_SWEEP_MS = 5000;

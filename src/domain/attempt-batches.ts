@@ -93,6 +93,7 @@ export class AttemptBatches {
         ISOLATION,
       );
     } catch (e) {
+      if (!(e instanceof MemberTimedOut)) this.mayHaveCommitted(batch);
       if (batch.length === 1) return batch[0]!.reject(e instanceof MemberTimedOut ? unavailable() : translateDbError(e));
       // Rolled back: each call runs again alone, with its own deadline and retries. A
       // batch saves work; it never changes an answer.
@@ -111,8 +112,19 @@ export class AttemptBatches {
       const [outcome] = await withTransaction(this.pool, (tx) => endAttemptCalls(tx, [w.input], deadline), w.signal, ISOLATION);
       this.settle([w], [outcome!]);
     } catch (e) {
+      this.mayHaveCommitted([w]);
       w.reject(translateDbError(e));
     }
+  }
+
+  /**
+   * A transaction that failed with the database, not by a refusal, may have committed: its
+   * COMMIT ran but the answer was lost (connection cut). Its events are numbered now, not at
+   * the sweep (5 s): the call repeated, alone or by the worker, finds its attempt ended and
+   * appends nothing, so it starts no numbering. A pass that finds nothing costs one query.
+   */
+  private mayHaveCommitted(calls: readonly Waiting[]): void {
+    this.committed(new Set(calls.map((w) => w.input.caller.namespaceId)), []);
   }
 
   private settle(batch: readonly Waiting[], outcomes: readonly AttemptCallOutcome[]): void {

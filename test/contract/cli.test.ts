@@ -111,6 +111,9 @@ describe("orbit CLI", () => {
     const res = await runCli(["serve"], { ORBIT_PORT: "eighty" });
     assert.equal(res.code, 1);
     assert.match(res.stderr, /ORBIT_PORT must be a whole number/);
+    const sweep = await runCli(["serve"], { ORBIT_SEQUENCER_SWEEP_MS: "50" });
+    assert.equal(sweep.code, 1);
+    assert.match(sweep.stderr, /ORBIT_SEQUENCER_SWEEP_MS must be between 100 and 3600000, got 50/);
   });
 
   it("orbit credential: --help (also after revoke) exits 0; anything but `revoke ID` is exit 2; orbit alone exits 2", async () => {

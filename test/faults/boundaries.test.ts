@@ -12,6 +12,7 @@ import { client, readLog, waitSequenced, type Client } from "../helpers/api.js";
 import { claimedTasks, grantedQueue, queueWithSubscription } from "../helpers/fixtures.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
 import { connect, mid, type Frame, type TestSocket } from "../helpers/ws.js";
+import { assertError } from "../helpers/contract.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const env = { ORBIT_LEASE_DURATION_MS: "1000" };
@@ -168,6 +169,35 @@ describe("transaction boundaries under faults", function () {
     // And more after them: numbered after what the dead node numbered, never over it.
     assert.equal((await completeAll(api2, await claimedTasks(api2, q, 10))).length, 10);
     await assertLogWhole();
+  });
+
+  it("numbers at once a completion whose COMMIT ran but whose answer was lost, not at the sweep", async () => {
+    proxy = await startProxy(MYSQL_PORT);
+    // The sweep an hour away: only the node's own kick can number the event in time.
+    const node = await startNode(db.urlVia(proxy), { ...env, ORBIT_SEQUENCER_SWEEP_MS: "3600000" });
+    nodes.push(node);
+    const api = client(node.url, cred.token);
+    const [x] = await claimedTasks(api, await grantedQueue(db, cred, "commit-lost"), 1);
+    // The completion's write round trip (its writes and COMMIT) runs; its answer is lost.
+    proxy.stallWhen("UPDATE task_attempts SET ended_at");
+    const call = api.post(`/v1/worker/attempts/${x!.attemptId}:complete`, { outcome: "succeeded" }, null);
+    for (const end = Date.now() + 10000; ; await sleep(20)) {
+      const [t] = await db.query("SELECT state FROM tasks WHERE id = ?", [x!.taskId]);
+      if (proxy.stalled && t.state === "SUCCEEDED") break;
+      assert.ok(Date.now() < end, "the completion committed");
+    }
+    proxy.cutStalled();
+    const lost = await call;
+    assertError(lost, 503, "UNAVAILABLE");
+    // Numbered without any other call (the worker's retry below appends nothing: it finds
+    // its attempt ended and answers as the first did).
+    await waitSequenced(db, cred.namespace_id, 10000);
+    const retry = await api.post(`/v1/worker/attempts/${x!.attemptId}:complete`, { outcome: "succeeded" }, null);
+    assert.equal(retry.status, 200, retry.text);
+    assert.equal(retry.json.data.task.state, "SUCCEEDED");
+    await assertNumberedUpToHead();
+    const { events } = await readLog(db, cred.namespace_id);
+    assert.equal(events.filter((e) => e.aggregate_id === x!.taskId).length, 1, "one event for the one completion");
   });
 
   it("keeps every completion, lease and ACK receipt it gave when the node is SIGKILLed mid-stream", async () => {
