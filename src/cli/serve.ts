@@ -18,7 +18,8 @@ Environment (defaults): ORBIT_DATABASE_URL (mysql://root@127.0.0.1:3306/orbit),
 ORBIT_HOST (127.0.0.1), ORBIT_PORT (8080; 0 picks a free port), ORBIT_LEASE_DURATION_MS
 (30000), ORBIT_HELLO_TIMEOUT_MS (5000), ORBIT_IDLE_TIMEOUT_MS (60000),
 ORBIT_MAX_CONNECTIONS (128), ORBIT_WORKER_LEASE_MS (60000), ORBIT_REQUEST_TIMEOUT_MS
-(8000), ORBIT_DB_POOL_SIZE (8), ORBIT_RETENTION (unset: keep the whole result log).
+(8000), ORBIT_DB_POOL_SIZE (8), ORBIT_SEQUENCER_SWEEP_MS (5000),
+ORBIT_RETENTION (unset: keep the whole result log).
 `;
 
 /** In-flight requests get SHUTDOWN_GRACE_MS; closing the pools after them gets 1 s more. */
