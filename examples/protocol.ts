@@ -24,6 +24,10 @@ interface Waiter {
 function open(): Promise<{ ws: WebSocket; next: (type: string) => Promise<any> }> {
   const ws = new WebSocket(`${baseUrl.replace(/^http/, "ws")}/v1/events/connect`, ["orbit.events.v1"], {
     headers: { Authorization: `Bearer ${token}` },
+    // Spec §5: no compression (ws offers permessage-deflate unless told not to; the node
+    // would decline it), and frames of at most 512 KiB.
+    perMessageDeflate: false,
+    maxPayload: 512 * 1024,
     handshakeTimeout: WAIT_MS,
   });
   const frames: any[] = [];
@@ -88,7 +92,9 @@ const deliver = await first.next("event.deliver");
 const proof = { delivery_id: deliver.body.delivery.id, epoch: deliver.body.delivery.lease_epoch, lease_secret: deliver.body.lease_secret };
 say(`delivery ${proof.delivery_id} epoch ${proof.epoch} for event ${deliver.body.event.id} (${deliver.body.event.type})`);
 
-// 2. (A real receiver saves event.id durably here.) ACK, and drop the connection before
+// 2. A walk through the protocol, not a receiver: it saves nothing, so it must not be
+//    copied as one. A receiver saves the result under event.id durably first and ACKs
+//    after (examples/inbox). ACK, and drop the connection before
 //    reading the reply: stop reading, give the node a moment to commit, then cut.
 first.ws.removeAllListeners("message"); // the reply will not be read
 (first.ws as unknown as { _socket: { pause(): void } })._socket.pause();

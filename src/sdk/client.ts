@@ -71,7 +71,11 @@ export class OrbitClient {
   // result. Idle sockets are unref'd by the agent, so a client never keeps a process alive.
   private readonly agent: http.Agent;
 
-  constructor(private readonly options: OrbitClientOptions) {
+  // #private: util.inspect (a logged client, a REPL) shows TypeScript's private fields.
+  readonly #token: string;
+
+  constructor(options: OrbitClientOptions) {
+    this.#token = options.token;
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.retries = options.retries ?? 3;
     this.timeoutMs = options.timeoutMs ?? 15000;
@@ -157,7 +161,7 @@ export class OrbitClient {
   private async call<D>(c: Call): Promise<D> {
     const url = new URL(this.baseUrl + c.path);
     for (const [k, v] of Object.entries(c.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers: Record<string, string> = { Authorization: `Bearer ${this.options.token}` };
+    const headers: Record<string, string> = { Authorization: `Bearer ${this.#token}` };
     if (c.key !== undefined) headers["Idempotency-Key"] = c.key;
     const body = c.body === undefined ? undefined : stringifyBody(c.body);
     if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -185,7 +189,14 @@ export class OrbitClient {
       }
       if (res.status === 204) return undefined as D;
       const env = parseEnvelope<D>(res.text);
-      if (!env) throw new OrbitApiError("INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.requestId, res.retryAfterMs);
+      if (!env) {
+        const err = new OrbitApiError(res.status === 503 ? "UNAVAILABLE" : "INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.requestId, res.retryAfterMs);
+        // A 503 without the envelope comes from something in front of the node (a proxy,
+        // a balancer during a deploy): retried as the node's own would be.
+        if (res.status !== 503 || c.idempotent === false) throw err;
+        lastError = err;
+        continue;
+      }
       if ("data" in env) return env.data;
       const err = new OrbitApiError(env.error.code, env.error.message, res.status, env.request_id, res.retryAfterMs);
       // A 503 of a call that is not idempotent: the node may have done it all the same.

@@ -5,8 +5,8 @@
 // next connection (a handler that outlives its connection is ACKed on the one open when
 // it resolves; at stop, those still unconfirmed are handed back by unconfirmedProofs() for
 // the application to save and give the next consumer as `proofs`, spec §7), runs at most
-// `capacity` handlers at once, drops a proof that was replaced (DELIVERY_LEASE_LOST:
-// the redelivery will come), and stops and reports on
+// `capacity` handlers at once, drops (and reports) a proof that was replaced
+// (DELIVERY_LEASE_LOST: the redelivery will come), and stops and reports on
 // EVENT_HISTORY_EXPIRED, PERMISSION_DENIED, NOT_FOUND or UNAUTHENTICATED instead of
 // looping. It keeps no in-memory "seen" set: delivery is at least once, so the receiver
 // dedupes by event.id in its own durable store (see examples/inbox).
@@ -45,7 +45,11 @@ const PROOF_EPOCH = /^(?:0|[1-9][0-9]{0,19})$/;
 const PROOF_SECRET = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 
 export interface StopOptions {
-  /** How long running handlers and the unconfirmed ACKs get (default 10000 ms). */
+  /**
+   * How long running handlers and the unconfirmed ACKs get (default 10000 ms). A handler
+   * still running then is not waited for: its proof, if it resolves later, is only in
+   * unconfirmedProofs() (saveProofs has been called); unsaved, its delivery comes again.
+   */
   readonly deadlineMs?: number;
   /**
    * Saves the proofs whose ACK is still unconfirmed, durably, with the application's
@@ -62,7 +66,7 @@ export type StopReason = { readonly stopped: true } | { readonly stopped: false;
 const FATAL = new Set<string>(["EVENT_HISTORY_EXPIRED", "PERMISSION_DENIED", "NOT_FOUND", "UNAUTHENTICATED"]);
 
 export class Consumer {
-  /** Proofs whose ACK was not confirmed yet, by delivery id (the latest proof wins). */
+  /** Proofs whose ACK was not confirmed yet, by delivery id (the newest lease's proof wins, see keep). */
   private readonly unconfirmed = new Map<string, Proof>();
   private readonly running = new Set<Promise<void>>();
   /** Deliveries of the open connection that wait for a free handler (see pump). */
@@ -78,8 +82,13 @@ export class Consumer {
   private stopBy = 0;
   readonly done: Promise<StopReason>;
   private finish!: (r: StopReason) => void;
+  private started = false;
+  // A #private field: util.inspect (a logged consumer, a REPL) shows TypeScript's private
+  // fields, and these options hold the bearer token.
+  readonly #o: ConsumerOptions;
 
-  constructor(private readonly o: ConsumerOptions) {
+  constructor(o: ConsumerOptions) {
+    this.#o = o;
     this.done = new Promise((resolve) => (this.finish = resolve));
     this.capacity = o.capacity ?? 8;
     // A hello the contract refuses would never connect: say so now, not by retrying forever.
@@ -95,6 +104,8 @@ export class Consumer {
 
   /** Starts the connect / consume / reconnect loop; `done` settles when it ends. */
   start(): this {
+    if (this.started || this.draining) return this;
+    this.started = true;
     void this.loop();
     return this;
   }
@@ -114,17 +125,20 @@ export class Consumer {
   }
 
   private async loop(): Promise<void> {
-    const initial = this.o.backoff?.initialMs ?? 100;
-    const max = this.o.backoff?.maxMs ?? 10_000;
+    const initial = this.#o.backoff?.initialMs ?? 100;
+    // The back-off starts again only after a connection that did its work: one a node
+    // closes right after its welcome (failing database, 1011/1013) reconnected at once, and
+    // in a loop, when every welcome reset it.
+    const max = this.#o.backoff?.maxMs ?? 10_000;
     let delay = initial;
     let notBefore = 0;
-    const urls = typeof this.o.baseUrl === "string" ? [this.o.baseUrl] : this.o.baseUrl;
+    const urls = typeof this.#o.baseUrl === "string" ? [this.#o.baseUrl] : this.#o.baseUrl;
     for (let attempt = 0; !this.draining; attempt++) {
       try {
         const conn = await EventConnection.open({
           baseUrl: urls[attempt % urls.length]!,
-          token: this.o.token,
-          subscriptionId: this.o.subscriptionId,
+          token: this.#o.token,
+          subscriptionId: this.#o.subscriptionId,
           capacity: this.capacity,
           signal: this.stopping.signal,
         });
@@ -136,10 +150,16 @@ export class Consumer {
           await conn.close(1000, "consumer stopping", Math.max(CLOSE_AT_LEAST_MS, this.stopBy - Date.now()));
           break;
         }
-        delay = initial;
-        conn.on("delivery", (d: Delivery) => this.onDelivery(d));
+        let useful = false;
+        conn.on("delivery", (d: Delivery) => {
+          useful = true;
+          this.onDelivery(d);
+        });
+        const healthy = setTimeout(() => (useful = true), conn.welcome.heartbeat_interval_ms);
         await this.resendAcks();
         const closed = await conn.closed;
+        clearTimeout(healthy);
+        if (useful) delay = initial;
         this.waiting = []; // not taken: their leases run out and they are delivered again
         if (closed.error) this.report(closed.error);
         if (closed.error && FATAL.has(closed.error.code)) return this.end({ stopped: false, error: closed.error });
@@ -151,8 +171,9 @@ export class Consumer {
         if (e instanceof OrbitEventError && e.retryAfterMs !== undefined) notBefore = e.retryAfterMs;
       }
       if (this.draining) break;
-      // Exponential back-off with full jitter, so that many consumers do not reconnect in step.
-      await this.sleep(Math.max(notBefore, Math.random() * delay));
+      // Exponential back-off with jitter over its upper half, so that many consumers do not
+      // reconnect in step and none waits ~0 ms.
+      await this.sleep(Math.max(notBefore, delay / 2 + (Math.random() * delay) / 2));
       notBefore = 0;
       delay = Math.min(max, delay * 2);
     }
@@ -174,10 +195,9 @@ export class Consumer {
   private run(d: Delivery): void {
     // A handler that throws instead of rejecting fails the same way: no ACK, and no throw
     // into the socket's message callback, where it would take the whole process down.
-    const p = new Promise<void>((resolve) => resolve(this.o.handler(d.event, d.delivery)))
+    const p = new Promise<void>((resolve) => resolve(this.#o.handler(d.event, d.delivery)))
       .then(() => {
-        if (this.o.ack === false) return;
-        this.unconfirmed.set(d.proof.delivery_id, d.proof);
+        if (this.#o.ack === false || !this.keep(d.proof)) return;
         return this.sendAck(d.proof);
       })
       .catch((e: unknown) => this.report(e));
@@ -199,12 +219,27 @@ export class Consumer {
       this.forget(proof);
     } catch (e) {
       if (e instanceof OrbitEventError && e.code === "DELIVERY_LEASE_LOST") {
-        this.forget(proof); // replaced by a newer lease: the redelivery carries the new proof
+        // Replaced by a newer lease: the redelivery carries the new proof. Reported all the
+        // same: a handler slower than the lease spends an attempt of the budget each time.
+        this.forget(proof);
+        this.report(e);
         return;
       }
       // The answer was lost (closed connection): the proof stays for the next connection.
       this.report(e);
     }
+  }
+
+  /**
+   * Keeps a proof until its ACK is confirmed, unless a newer lease's proof of the same
+   * delivery is kept: a handler that outlived its lease may finish after the redelivery's,
+   * and its proof — replaced, DELIVERY_LEASE_LOST — must not overwrite the one that ACKs.
+   */
+  private keep(proof: Proof): boolean {
+    const kept = this.unconfirmed.get(proof.delivery_id);
+    if (kept && BigInt(kept.epoch) > BigInt(proof.epoch)) return false;
+    this.unconfirmed.set(proof.delivery_id, proof);
+    return true;
   }
 
   private forget(proof: Proof): void {
@@ -224,6 +259,7 @@ export class Consumer {
    */
   async stop(o: StopOptions = {}): Promise<StopReason> {
     this.draining = true;
+    if (!this.started) this.end({ stopped: true }); // no loop ever ran to settle `done`
     this.waiting = [];
     const deadlineMs = o.deadlineMs ?? 10_000;
     const until = Date.now() + deadlineMs;
@@ -263,7 +299,7 @@ export class Consumer {
   }
 
   private report(e: unknown): void {
-    this.o.onError?.(e);
+    this.#o.onError?.(e);
   }
 
   private end(r: StopReason): void {

@@ -95,6 +95,13 @@ export interface Closed {
 const newId = () => randomHex(16);
 
 /**
+ * Spec §5: each frame is at most 512 KiB, both ways (a node sizes its event.deliver frames
+ * to fit). A larger one closes the connection with 1009 instead of being buffered: ws's
+ * own default is 100 MiB.
+ */
+const MAX_FRAME_BYTES = 512 * 1024;
+
+/**
  * ack()'s default deadline: above the longest a node takes to answer one — each statement
  * of its ACK transaction gets 10 s before the node gives its database connection up and
  * answers UNAVAILABLE — so that only a node or a path that is gone runs it out.
@@ -139,6 +146,7 @@ export class EventConnection extends EventEmitter {
     const ws = new WebSocket(url, [SUBPROTOCOL], {
       headers: { Authorization: `Bearer ${o.token}` },
       perMessageDeflate: false,
+      maxPayload: MAX_FRAME_BYTES,
       handshakeTimeout: connectTimeoutMs,
     });
     // Dropped, the socket rejects whichever wait is on: the upgrade's or the welcome's.

@@ -61,6 +61,14 @@ export interface Proxy {
    * greets and then reads nothing, so that it never answers a close frame.
    */
   muteClientAfterGreeting(): void;
+  /**
+   * Every WebSocket connection upgraded from now on is dropped once the server's first
+   * message (the welcome) has passed: a node that greets and closes at once, over and
+   * over (its database failing right after the hello).
+   */
+  cutAfterGreeting(): void;
+  /** WebSocket connections the proxy has seen upgraded (101) so far. */
+  readonly upgrades: number;
   /** Drops every connection and refuses new ones until restore(). */
   cut(): void;
   restore(): void;
@@ -82,6 +90,7 @@ interface Link {
   clientMuted: boolean;
   serverMuted: boolean;
   muteClientOnGreeting: boolean;
+  cutOnGreeting: boolean;
 }
 
 export async function startProxy(targetPort: number): Promise<Proxy> {
@@ -94,6 +103,8 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
   let stalledOne = false;
   let mutingServer = false;
   let mutingClient = false;
+  let cuttingOnGreeting = false;
+  let upgrades = 0;
   let mutedFromServer = 0;
   const stalledSockets = new Set<net.Socket>();
   const enders = new Map<net.Socket, () => void>();
@@ -117,7 +128,7 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     }
     const upstream = net.connect(targetPort, "127.0.0.1");
     sockets.add(client).add(upstream);
-    const link: Link = { client, upstream, upgraded: false, partial: Buffer.alloc(0), heldFromClient: undefined, clientMuted: false, serverMuted: false, muteClientOnGreeting: false };
+    const link: Link = { client, upstream, upgraded: false, partial: Buffer.alloc(0), heldFromClient: undefined, clientMuted: false, serverMuted: false, muteClientOnGreeting: false, cutOnGreeting: false };
     links.add(link);
 
     const fromClient = (raw: Buffer, text: Buffer): boolean => {
@@ -180,6 +191,8 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
         link.upgraded = true;
         link.serverMuted = mutingServer;
         link.muteClientOnGreeting = mutingClient;
+        link.cutOnGreeting = cuttingOnGreeting;
+        upgrades++;
         const blank = d.indexOf("\r\n\r\n");
         const end = blank < 0 ? d.length : blank + 4;
         toClient(d.subarray(0, end));
@@ -192,6 +205,10 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
       }
       if (link.muteClientOnGreeting) link.clientMuted = true;
       toClient(d);
+      if (link.cutOnGreeting) {
+        client.end(); // what was written (the welcome) goes out first, then the FIN
+        upstream.destroy();
+      }
     });
     const end = () => {
       client.destroy();
@@ -264,6 +281,12 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     },
     muteClientAfterGreeting() {
       mutingClient = true;
+    },
+    cutAfterGreeting() {
+      cuttingOnGreeting = true;
+    },
+    get upgrades() {
+      return upgrades;
     },
     cut() {
       severed = true;

@@ -7,7 +7,8 @@ import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } fr
 import { client, makeCredential, waitSequenced, type Client } from "../helpers/api.js";
 import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
 import { startProxy } from "../helpers/proxy.js";
-import { Consumer, EventConnection, OrbitEventError, type Delivery, type Proof } from "../../src/sdk/index.js";
+import { inspect } from "node:util";
+import { Consumer, EventConnection, OrbitClient, OrbitEventError, type Delivery, type Proof } from "../../src/sdk/index.js";
 
 const LEASE_MS = 800;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -269,7 +270,97 @@ describe("event SDK", function () {
       } finally {
         await c2.end();
       }
+      assert.ok(
+        lost.some((e) => e instanceof OrbitEventError && e.code === "DELIVERY_LEASE_LOST"),
+        "the replaced proof is reported: a handler slower than the lease spends attempts",
+      );
       await c.stop({ deadlineMs: 100 });
+    });
+
+    it("keeps the newest lease's proof when the handler that outlived its lease finishes after the redelivery's, and ACKs with it", async () => {
+      const { q, sub } = await setup();
+      const proxy = await startProxy(node.port);
+      try {
+        let releaseFirst!: () => void;
+        const first = new Promise<void>((r) => (releaseFirst = r));
+        const epochs: string[] = [];
+        const c = new Consumer({
+          baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 2, backoff: { initialMs: 20, maxMs: 80 },
+          handler: async (_event, delivery) => {
+            epochs.push(delivery.lease_epoch);
+            if (delivery.lease_epoch === "1") return first; // outlives its lease: epoch 2 comes
+            if (delivery.lease_epoch === "2") proxy.cut(); // its ACK finds no connection: the proof waits
+          },
+        }).start();
+        await results(q, 1);
+        await until(() => epochs.length === 2 && c.pendingAcks === 1);
+        releaseFirst(); // the first handler ends now, with the older proof
+        await sleep(20);
+        proxy.restore();
+        await until(async () => (await states(sub)).ACKED === 1);
+        const check = await db.connect();
+        try {
+          const [rows] = await check.query<any[]>("SELECT lease_epoch FROM deliveries WHERE subscription_id = ?", [sub]);
+          // The older proof kept instead was refused (DELIVERY_LEASE_LOST) and dropped: the
+          // delivery waited out lease 2 and was ACKed only at epoch 3, an attempt spent.
+          assert.equal(String(rows[0].lease_epoch), "2", "ACKED with the proof of lease 2, on the next connection");
+        } finally {
+          await check.end();
+        }
+        assert.deepEqual(epochs, ["1", "2"]);
+        assert.equal(c.pendingAcks, 0);
+        await c.stop({ deadlineMs: 200 });
+      } finally {
+        await proxy.close();
+      }
+    });
+
+    it("backs off across connections a node closes right after the welcome, instead of reconnecting in a loop", async () => {
+      const { sub } = await setup();
+      const proxy = await startProxy(node.port);
+      try {
+        proxy.cutAfterGreeting();
+        const c = new Consumer({ baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 50 }, handler: async () => undefined }).start();
+        await sleep(2000);
+        await c.stop({ deadlineMs: 200 });
+        // Each wait doubles from 50 ms, jittered over its upper half (25-50, 50-100, ...,
+        // 800-1600 ms): at most 7 connections in 2 s. Reset at every welcome, as it was,
+        // the waits stayed 0-50 ms: ~50 connections.
+        assert.ok(proxy.upgrades >= 3, `it reconnected (${proxy.upgrades})`);
+        assert.ok(proxy.upgrades <= 7, `${proxy.upgrades} connections in 2 s`);
+      } finally {
+        await proxy.close();
+      }
+    });
+
+    it("settles stop() for a consumer never started, and hands saveProofs the proofs it was given", async () => {
+      const proof: Proof = { delivery_id: "0".repeat(32), epoch: "1", lease_secret: "A".repeat(43) };
+      const c = new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: "0".repeat(32), proofs: [proof], handler: async () => undefined });
+      let saved: Proof[] | undefined;
+      const stopped = await Promise.race([c.stop({ saveProofs: async (p) => void (saved = p) }), sleep(5000).then(() => "still waiting")]);
+      assert.deepEqual(stopped, { stopped: true });
+      assert.deepEqual(await c.done, { stopped: true });
+      assert.deepEqual(saved, [proof]);
+      c.start(); // after stop(): nothing starts
+      await sleep(200);
+      assert.deepEqual(c.unconfirmedProofs(), [proof], "no connection sent (and dropped) the proof");
+    });
+
+    it("keeps the token out of util.inspect of a consumer, a client and a connection", async () => {
+      const { sub } = await setup();
+      const secret = cred.token.split("_").at(-1)!;
+      const c = new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: sub, handler: async () => undefined });
+      const api2 = new OrbitClient({ baseUrl: node.url, token: cred.token });
+      await api2.getCurrentCredential(); // it has used the token
+      const conn = await EventConnection.open({ baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1 });
+      try {
+        for (const [name, o] of [["Consumer", c], ["OrbitClient", api2], ["EventConnection", conn]] as const) {
+          const shown = inspect(o, { depth: 8, showHidden: true });
+          assert.ok(!shown.includes(secret), `${name} shows the token's secret`);
+        }
+      } finally {
+        await conn.close();
+      }
     });
 
     it("stops and reports on NOT_FOUND, PERMISSION_DENIED and EVENT_HISTORY_EXPIRED instead of looping", async () => {
