@@ -189,18 +189,14 @@ export class OrbitClient {
       }
       if (res.status === 204) return undefined as D;
       const env = parseEnvelope<D>(res.text);
-      if (!env) {
-        const err = new OrbitApiError(res.status === 503 ? "UNAVAILABLE" : "INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.requestId, res.retryAfterMs);
-        // A 503 without the envelope comes from something in front of the node (a proxy,
-        // a balancer during a deploy): retried as the node's own would be.
-        if (res.status !== 503 || c.idempotent === false) throw err;
-        lastError = err;
-        continue;
-      }
-      if ("data" in env) return env.data;
-      const err = new OrbitApiError(env.error.code, env.error.message, res.status, env.request_id, res.retryAfterMs);
+      if (env && "data" in env) return env.data;
+      // Without the envelope the answer comes from something in front of the node (a proxy,
+      // a balancer during a deploy): its 503 is retried as the node's own.
+      const err = env
+        ? new OrbitApiError(env.error.code, env.error.message, res.status, env.request_id, res.retryAfterMs)
+        : new OrbitApiError(res.status === 503 ? "UNAVAILABLE" : "INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.requestId, res.retryAfterMs);
       // A 503 of a call that is not idempotent: the node may have done it all the same.
-      if (env.error.code !== "UNAVAILABLE" || c.idempotent === false) throw err;
+      if (err.code !== "UNAVAILABLE" || c.idempotent === false) throw err;
       lastError = err;
     }
     if (lastError instanceof OrbitApiError) throw lastError;

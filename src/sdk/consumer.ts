@@ -126,9 +126,6 @@ export class Consumer {
 
   private async loop(): Promise<void> {
     const initial = this.#o.backoff?.initialMs ?? 100;
-    // The back-off starts again only after a connection that did its work: one a node
-    // closes right after its welcome (failing database, 1011/1013) reconnected at once, and
-    // in a loop, when every welcome reset it.
     const max = this.#o.backoff?.maxMs ?? 10_000;
     let delay = initial;
     let notBefore = 0;
@@ -150,6 +147,9 @@ export class Consumer {
           await conn.close(1000, "consumer stopping", Math.max(CLOSE_AT_LEAST_MS, this.stopBy - Date.now()));
           break;
         }
+        // The back-off starts again only after a connection that did its work: one a node
+        // closes right after its welcome (failing database, 1011/1013) reconnected at once, and
+        // in a loop, when every welcome reset it.
         let useful = false;
         conn.on("delivery", (d: Delivery) => {
           useful = true;
