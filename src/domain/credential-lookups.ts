@@ -10,7 +10,7 @@
 // revocation is final, so what is remembered is exact except for a revocation since.
 // Only an operation that checks revocation inside its own transaction may authenticate
 // from it (router.ts REVOCATION_IN_TRANSACTION); measured, the per-request lookup was 0.82
-// round trips of 2.7 per result at 500 results/s (bench/README.md, session 26).
+// round trips of 2.7 per result at 500 results/s (bench/HISTORY.md, session 26).
 import type { Pool } from "../db/types.js";
 import { selectCredentialsWithQueues, type CredentialWithQueues } from "../db/queries/identity.js";
 

@@ -21,7 +21,7 @@
 // lock with the state, materialising and the claimable rows; [recovery, or materialising
 // that the first one left out on a hint, and a fresh read of the claimable rows — only
 // when needed]; the lease with COMMIT — 2 (3 with recovery) for up to 16 connections × 8
-// deliveries (it was 13 for one connection's 8; bench/README.md).
+// deliveries (it was 13 for one connection's 8; bench/HISTORY.md).
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { ResultSetHeader } from "mysql2/promise";
 import type { Pool } from "../db/types.js";

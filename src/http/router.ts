@@ -234,7 +234,7 @@ async function refuseIfRevoked(credentials: CredentialLookups, caller: Caller, e
 /**
  * The reason every request's `clientGone` is aborted with, once its response closed.
  * abort() without one makes a DOMException and captures its stack, on every request:
- * 2 % of node A's busy samples at 500 results/s (bench/README.md, session 26). Nothing
+ * 2 % of node A's busy samples at 500 results/s (bench/HISTORY.md, session 26). Nothing
  * reads the reason.
  */
 const CLIENT_GONE = new Error("the response closed");

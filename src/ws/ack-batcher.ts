@@ -24,7 +24,7 @@ const MAX_BATCH = 64;
  * per commit (each commit costs about as much as the ACK work itself). 1 ms instead of 2:
  * one-subscription drain +3 % (ahead in 7 of 8 alternating runs; an ACK's reply frees its
  * slot sooner), latency at 500/s and commits per result within the run-to-run spread;
- * 8 or 10 ms measured far worse (bench/README.md).
+ * 8 or 10 ms measured far worse (bench/HISTORY.md, session 15).
  */
 const BATCH_WINDOW_MS = 1;
 
