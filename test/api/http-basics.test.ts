@@ -788,7 +788,7 @@ describe("HTTP basics", () => {
     });
 
     it("answers a request already in flight at SIGTERM with Connection: close", async () => {
-      // README, rolling restarts: no client may reuse a connection to a node going away.
+      // docs/operations.md, Shutdown: no client may reuse a connection to a node going away.
       const extra = await startNode(db.url);
       const body = validCreate();
       const socket = net.connect(extra.port, "127.0.0.1");

@@ -1,4 +1,4 @@
-// The last instant of a lease (README "Clocks"): a lease runs out only once the deciding
+// The last instant of a lease (docs/operations.md "Clocks"): a lease runs out only once the deciding
 // node's clock is past lease_until — at lease_until itself it is still leased. For a
 // worker attempt the rule is applied by the attempt's own complete call (leaseRanOut) and
 // by the claim's and the sweep's recovery (expiredStatement); for a delivery by the

@@ -91,7 +91,7 @@ describe("operating a node", function () {
   });
 
   it("answers /readyz 503 on a database not created or not migrated yet (serve --no-migrate), and /v1/health 503 on a missing one", async () => {
-    // The deploy README describes: nodes started with --no-migrate before the migrate
+    // The deploy docs/operations.md describes: nodes started with --no-migrate before the migrate
     // step ran. Both answered 500 INTERNAL (ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE).
     const empty = await freshDatabase("operations_unmigrated");
     const early = await startNode(empty.url, {}, ["--no-migrate"]);

@@ -157,7 +157,7 @@ describe("result log", function () {
     for (const bad of [["--after", "01"], ["--limit", "0"], ["--limit", "10001"]]) {
       assert.equal((await runCli(["events", "--namespace", "ns", ...bad], env)).code, 2, bad.join(" "));
     }
-    // README: --after defaults to 0 and --limit to 100, and the head and the retention
+    // docs/operations.md: --after defaults to 0 and --limit to 100, and the head and the retention
     // boundary go to stderr, so stdout stays pure JSON lines. The log holds more than 100.
     const { head, events } = await readLog(db, cred.namespace_id);
     assert.ok(events.length > 100, `${events.length} events`);
@@ -237,7 +237,7 @@ describe("result log", function () {
   });
 
   it("purges the whole log with --before head + 1, the largest allowed", async () => {
-    // README: SEQUENCE <= head + 1. head + 1 is how an operator empties a namespace's log.
+    // docs/operations.md: SEQUENCE <= head + 1. head + 1 is how an operator empties a namespace's log.
     const env = { ORBIT_DATABASE_URL: db.url };
     const { head } = await readLog(db, elsewhere.namespace_id);
     assert.ok(head > 0n);

@@ -108,7 +108,7 @@ describe("tasks", () => {
       const fits = await submit(`{"queue_id":"${q}","input":"${"x".repeat(limit - 2)}"}`);
       assert.equal(fits.status, 201, fits.text);
       // Numbers at the edges of a double's range are kept as their text, precision beyond
-      // a double's included (README, HTTP rules).
+      // a double's included (docs/http.md, Bodies).
       for (const text of ["1e308", "-1e-300", "5e-324", "1.5e300", "1234567890.123456789012345678901"]) {
         const res = await submit(`{"queue_id":"${q}","input":{"n":${text}}}`);
         assert.equal(res.status, 201, res.text);
@@ -123,7 +123,7 @@ describe("tasks", () => {
     });
 
     it("refuses numbers beyond a double's range, or fractions it reads as whole, with 400, nothing written", async () => {
-      // Orbit's choice (README, openapi.yaml JsonValue): RFC 8259 §6; an SDK would read
+      // Orbit's choice (docs/http.md, openapi.yaml JsonValue): RFC 8259 §6; an SDK would read
       // these as infinity, 0 or 100.
       const n = await taskCount();
       for (const text of ["1e400", "-1E+999", "9".repeat(400), "1e-400", "100.000000000000001"]) {

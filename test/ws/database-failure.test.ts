@@ -175,7 +175,7 @@ describe("when the database goes away", function () {
   it("exits 0 within about 10 s of SIGTERM even when the database stops answering", async () => {
     // A node whose database answers nothing (a partition): its periodic jobs, a request and
     // the session close wait on statements that never return, and the shutdown waited with
-    // them for good. README: "exits 0 within about 10 s" (11 s at most).
+    // them for good. docs/operations.md: "exits 0, within about 10 s and 11 s at most".
     const extra = await startNode(db.urlVia(proxy));
     const api = client(extra.url, cred.token);
     const sub = (await api.post("/v1/subscriptions", { name: "held", queue_id: cred.queues[0]!.id })).json.data.subscription.id;

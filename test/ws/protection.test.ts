@@ -198,7 +198,7 @@ describe("event connections: protection and shutdown", function () {
   it("does not wait on SIGTERM for a client that never answered a close the node sent before", async () => {
     // The node closes a connection that sent no hello (1008); the client never answers the
     // close frame. Such a socket left the node's connections but stayed open for ws's 30 s
-    // closing timeout, and the shutdown waited for it (README: "exits 0 within about 10 s").
+    // closing timeout, and the shutdown waited for it (docs/operations.md: "exits 0, within about 10 s").
     const extra = await startNode(db.url, { ORBIT_HELLO_TIMEOUT_MS: "200" });
     const socket = net.connect(extra.port, "127.0.0.1");
     socket.on("error", () => undefined);

@@ -147,7 +147,8 @@ describe("event connections: guard and session", function () {
     });
 
     it("logs one JSON line per upgrade request, refused or answered 101, as for any HTTP request", async () => {
-      // README: "one JSON log line per request (request id, route, status, duration)". An
+      // docs/operations.md: "one JSON log line per request on stdout, WebSocket upgrades
+      // included: request id, route, status, duration". An
       // upgrade was logged neither when refused nor when answered 101.
       const refusedId = "0123456789abcdef0123456789abcd01";
       const upgradedId = "0123456789abcdef0123456789abcd02";

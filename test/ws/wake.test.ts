@@ -103,7 +103,7 @@ describe("event connections woken by subscription calls", function () {
 });
 
 // The node that serves `:retry` or `:configure` wakes only its own connections; those on
-// another node learn at their next ping reply (README "Wake-ups": "connections on other
+// another node learn at their next ping reply (docs/operations.md "Wake-ups": "connections on other
 // nodes claim at their next ping reply … or their periodic recheck"). The recheck is the
 // lease duration (30 s here), so only the ping reply delivers within SOON_MS.
 describe("event connections on another node, at their next ping", function () {
