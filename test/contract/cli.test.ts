@@ -163,10 +163,11 @@ describe("orbit CLI", () => {
     assert.deepEqual([...documented].sort(), listed);
   });
 
-  it("defaults the event connection's limits to the original spec's figures", () => {
-    // §5: 连接后 5 秒内发送 hello; 节点最多 128 条事件连接. §7: 连续 60 秒没有有效读取到客户端帧会关闭连接.
-    // §6 (the welcome): lease_duration_ms 30000. The documented tables follow the code (the test
-    // below), so only this one fails when a default moves away from the spec with it.
+  it("defaults the event connection's limits to the figures of docs/protocol.md", () => {
+    // docs/protocol.md §5: hello within 5 s, at most 128 event connections per node; §7: 60 s
+    // without a valid client frame closes the connection; §5 (the welcome): lease_duration_ms
+    // 30000. The documented tables follows the code (the test below), so only this one fails when a
+    // default moves away from the protocol with it.
     const d = loadConfig({});
     assert.deepEqual(
       { helloTimeoutMs: d.helloTimeoutMs, maxConnections: d.maxConnections, idleTimeoutMs: d.idleTimeoutMs, leaseDurationMs: d.leaseDurationMs },
