@@ -166,7 +166,7 @@ describe("orbit CLI", () => {
   it("defaults the event connection's limits to the figures of docs/protocol.md", () => {
     // docs/protocol.md §5: hello within 5 s, at most 128 event connections per node; §7: 60 s
     // without a valid client frame closes the connection; §5 (the welcome): lease_duration_ms
-    // 30000. The documented tables follows the code (the test below), so only this one fails when a
+    // 30000. The documented tables follow the code (the test below), so only this one fails when a
     // default moves away from the protocol with it.
     const d = loadConfig({});
     assert.deepEqual(
