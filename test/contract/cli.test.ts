@@ -74,7 +74,7 @@ describe("orbit CLI", () => {
   });
 
   it("refuses an option given twice that takes one value (exit 2), never taking the last silently", async () => {
-    // `bootstrap --namespace a --namespace b` created everything in b.
+    // Taking the last, `bootstrap --namespace a --namespace b` would create everything in b.
     for (const args of [
       ["bootstrap", "--namespace", "a", "--namespace", "b", "--application", "x", "--queue", "q"],
       ["purge", "--namespace", "a", "--before", "1", "--before=2"],
@@ -102,7 +102,7 @@ describe("orbit CLI", () => {
   });
 
   it("echoes a bad name argument JSON-escaped, so control characters never reach the terminal", async () => {
-    // The names were echoed raw: an ESC sequence recoloured the terminal, a newline forged a line.
+    // Echoed raw, an ESC sequence would recolour the terminal and a newline forge a line.
     const hostile = "a\u001b[31mred\nX";
     for (const args of [["bootstrap", "--namespace", hostile, "--application", "x", "--queue", "q"]]) {
       const res = await runCli(args, { ORBIT_DATABASE_URL: "mysql://root@127.0.0.1:1/orbit_unused" });
@@ -113,7 +113,7 @@ describe("orbit CLI", () => {
   });
 
   it("names ORBIT_DATABASE_URL when its percent-encoding is malformed, and never echoes it", async () => {
-    // Each command said only "URI malformed" (mysql2's decodeURIComponent of the password).
+    // Not just "URI malformed" (mysql2's decodeURIComponent of the password).
     for (const url of ["mysql://root:s3cret%ZZ@127.0.0.1:1/orbit_x", "mysql://root:s3cret@127.0.0.1:1/orbit%ZZ"]) {
       for (const args of [["migrate"], ["events", "--namespace", "ns"], ["revoke", "--credential", "0".repeat(32)]]) {
         const res = await runCli(args, { ORBIT_DATABASE_URL: url });
@@ -144,8 +144,8 @@ describe("orbit CLI", () => {
       assert.equal(res.code, 2, `${args.join(" ")}: ${res.stderr}`);
       assert.match(res.stderr, /expected "credential revoke ID"/);
     }
-    // A malformed ID was refused in the words and with the usage of the other form:
-    // "orbit credential: --credential must be a 32-hex id" and "Usage: orbit revoke --credential ID".
+    // A malformed ID is refused in this form's words and usage, not the other form's
+    // ("--credential must be a 32-hex id", "Usage: orbit revoke --credential ID").
     const malformed = await runCli(["credential", "revoke", "xyz"]);
     assert.equal(malformed.code, 2, malformed.stderr);
     assert.match(malformed.stderr, /^orbit credential: ID must be a credential id: 32 lowercase hex characters\n\nUsage: orbit credential revoke ID/);
@@ -164,10 +164,10 @@ describe("orbit CLI", () => {
   });
 
   it("defaults the event connection's limits to the figures of docs/protocol.md", () => {
-    // docs/protocol.md §5: hello within 5 s, at most 128 event connections per node; §7: 60 s
-    // without a valid client frame closes the connection; §5 (the welcome): lease_duration_ms
-    // 30000. The documented tables follow the code (the test below), so only this one fails when a
-    // default moves away from the protocol with it.
+    // docs/protocol.md §5: a hello within 5 s of connecting; at most 128 event connections a
+    // node. §7: a connection with no valid client frame read for 60 s is closed. §5 (the
+    // welcome): lease_duration_ms 30000. The documented tables follow the code (the test
+    // below), so only this one fails when a default moves away from the protocol with it.
     const d = loadConfig({});
     assert.deepEqual(
       { helloTimeoutMs: d.helloTimeoutMs, maxConnections: d.maxConnections, idleTimeoutMs: d.idleTimeoutMs, leaseDurationMs: d.leaseDurationMs },
