@@ -1,5 +1,5 @@
 // Configuration, read once from the environment, validated and frozen
-// (README "Configuration"). Only the entry point calls loadConfig;
+// (docs/configuration.md). Only the entry point calls loadConfig;
 // everything else receives the frozen object.
 import { DEFAULT_DB_POOL_SIZE, MANAGEMENT_TIMEOUT_MS, SEQUENCER_SWEEP_MS } from "./limits.js";
 

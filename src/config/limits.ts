@@ -29,7 +29,7 @@ export const CLAIMS_PER_SCAN_ROUND = 4;
 export const MIN_CAPACITY = 1;
 export const MAX_CAPACITY = 32;
 /**
- * HTTP requests of one connection in processing at once (README "HTTP rules"): a client
+ * HTTP requests of one connection in processing at once (docs/http.md, "Deadlines and limits per connection"): a client
  * may pipeline, and Node starts every request it parses while no answer is written yet.
  */
 export const HTTP_REQUESTS_PER_CONNECTION = 4;

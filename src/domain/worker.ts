@@ -46,7 +46,7 @@ async function expireTasks(tx: Tx, ids: readonly string[], now: Date, effects: E
 
 /**
  * Whether a RUNNING task's attempt lease ran out by `now`, the clock of the node that
- * decides (README "Clocks"): only once `now` is past `lease_until`, the instant itself
+ * decides (docs/operations.md, "Clocks"): only once `now` is past `lease_until`, the instant itself
  * still leased — the rule of selectExpired (`lease_until < ?`), so that a worker's call
  * and the sweep never disagree about one attempt.
  */

@@ -814,7 +814,7 @@ describe("HTTP basics", () => {
     });
 
     it("stops on SIGINT the same way, with exit code 0", async () => {
-      // README: `orbit serve` serves until SIGTERM/SIGINT, then ... exits 0.
+      // docs/operations.md: `orbit serve` serves until SIGTERM/SIGINT, then ... exits 0.
       const extra = await startNode(db.url);
       const code = await extra.stop("SIGINT");
       assert.equal(code, 0);

@@ -1,4 +1,4 @@
-// Concurrent `orbit bootstrap` runs for the same names (README: it "creates what does
+// Concurrent `orbit bootstrap` runs for the same names (docs/operations.md: it "creates what does
 // not exist yet (by name) and a new credential"): every run succeeds, they share one row
 // per name, and each gets its own credential pointing at those rows. Without the locking
 // reads in queries/identity.ts, a run whose snapshot predates the other run's commit

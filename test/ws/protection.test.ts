@@ -226,7 +226,7 @@ describe("event connections: protection and shutdown", function () {
   });
 
   it("answers an ACK still waiting for its commit before it closes the connection with 1001 on SIGTERM", async () => {
-    // Shutdown (README): ACKs in flight commit and are answered, then connections close.
+    // Shutdown (docs/operations.md): ACKs in flight commit and are answered, then connections close.
     // An ACK the node had taken and closed on unanswered would leave the consumer unsure
     // whether it counted.
     const extra = await startNode(db.url);
