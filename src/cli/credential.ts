@@ -5,7 +5,7 @@ const HELP = `Usage: orbit credential revoke ID
 
 Revokes the credential ID: from then on its token gets 401 UNAUTHENTICATED on every
 request, and open event connections using it are closed with UNAUTHENTICATED at their
-next ping or claim. Its subscriptions, deliveries and audit records are kept.
+next ping, ACK or claim. Its subscriptions, deliveries and audit records are kept.
 (The same as "orbit revoke --credential ID".)
 `;
 
