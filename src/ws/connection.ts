@@ -6,7 +6,7 @@
 // client frame starts beyond them), and a write that takes longer than WRITE_TIMEOUT_MS
 // closes the connection.
 import type WebSocket from "ws";
-import { corkForTurn } from "../sdk/cork.js";
+import { corkForTurn } from "../wire/cork.js";
 import { HEARTBEAT_INTERVAL_MS, MAX_CAPACITY, READ_QUEUE_PER_CONNECTION, WRITE_QUEUE_PER_CONNECTION, WRITE_TIMEOUT_MS } from "../config/limits.js";
 import type { Pool } from "../db/types.js";
 import { isUnavailableError } from "../db/tx.js";
