@@ -39,7 +39,7 @@ import { formatTimestamp } from "../wire/time.js";
 import { newId } from "./identity.js";
 import { toWireEventJson } from "./result-log.js";
 import type { DeliveryWire } from "./deliveries.js";
-import { nowMs } from "./task-state.js";
+import { nowMs } from "../clock.js";
 import * as metrics from "../metrics.js";
 
 const LEASE_SECRET_BYTES = 32;

@@ -15,7 +15,7 @@ import { selectSubscription, type SubscriptionRow } from "../db/queries/subscrip
 import { claim, type AckOutcome, type ClaimOutcome, type SeatOutcome } from "../domain/delivery-engine.js";
 import { authenticate, newId, requireAction, type Caller } from "../domain/identity.js";
 import { owned } from "../domain/subscriptions.js";
-import { nowMs } from "../domain/task-state.js";
+import { nowMs } from "../clock.js";
 import { describeError, type Logger } from "../log/index.js";
 import { decodeBase64urlCanonical } from "../wire/base64url.js";
 import { OrbitError, type ErrorCode } from "../wire/errors.js";
