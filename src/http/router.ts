@@ -20,7 +20,7 @@ import type { NodeServices } from "../domain/services.js";
 import type { CredentialLookups } from "../domain/credential-lookups.js";
 import { WireError } from "../wire/wire-error.js";
 import { readJsonBody, requestHasBody } from "./body.js";
-import { success } from "./envelope.js";
+import { success } from "../wire/envelope.js";
 import { check, validator } from "./validation.js";
 import { translateDbError } from "../db/tx.js";
 import { HTTP_REQUESTS_PER_CONNECTION, MAX_CLAIM_WAIT_MS } from "../config/limits.js";
