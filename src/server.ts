@@ -9,7 +9,7 @@ import { createPool, parseDatabaseUrl } from "./db/pool.js";
 import { ENGINE_SESSION } from "./domain/delivery-engine.js";
 import { checkNotNewer, migrate } from "./db/migrate.js";
 import { buildApp } from "./app.js";
-import { endAnswered, writeRawError } from "./http/raw.js";
+import { endAnswered, writeRawError } from "./edge/raw-response.js";
 import { reparseWithoutUpgrade, trackAnswer, whenAnswered } from "./http/ignored-upgrade.js";
 import { targetPath } from "./http/target.js";
 import { describeError, type Logger } from "./log/index.js";

@@ -13,7 +13,7 @@ import { newId, type Caller } from "./identity.js";
 import { DEFAULT_PAGE_LIMIT, decodeCursor, page, type Binding } from "./paging.js";
 import { toWireEvent, type ResultEventWire } from "./result-log.js";
 import { getSubscription } from "./subscriptions.js";
-import { nowMs } from "./task-state.js";
+import { nowMs } from "../clock.js";
 
 /** docs/protocol.md §4: the cumulative attempt budget of one delivery. */
 export const MAX_ATTEMPT_BUDGET = 1_000_000;

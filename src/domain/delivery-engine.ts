@@ -1,62 +1,61 @@
-// The delivery engine (spec §4-6): materialise deliveries from the result log, lease
-// them to connections, recover expired leases, and take ACKs. Every decision is made in
-// the database, inside one transaction, so several nodes consuming one subscription
-// agree (platform.md: nothing that decides delivery lives only in a node's memory).
+// The delivery engine (docs/protocol.md §4-6): materialise deliveries from the result log,
+// lease them to connections and recover expired leases; ACKs are taken in
+// delivery-acks.ts. Every decision is made in the database, inside one transaction, so
+// several nodes consuming one subscription agree (docs/protocol.md §5: whether a delivery
+// may be leased, and to whom, is decided in the database, never in a node's memory).
 //
 // One claim is one READ COMMITTED transaction for the waiting connections of one
-// subscription on this node:
-//   lock the subscription row        — claims of one subscription take turns, across nodes;
-//                                      the same statement reads the credential's
-//                                      revocation, the log head and whether any lease ran out
-//   materialise                      — from cursor_sequence up to the committed head,
-//                                      while pending_count < max_pending
-//   recover expired leases           — only when one did: PENDING within budget, else EXPIRED
-//   lease, per connection, up to capacity − held and its free write slots
-//                                    — epoch+1, attempts+1, lease_until, new secret digest
+// subscription on this node; claimIn runs its phases in order:
+//   lockAndRead   — round trip 1: lock the subscription row (claims of one subscription
+//                   take turns, across nodes), reading in the same statement the
+//                   credential's revocation, the log head and whether any lease ran out;
+//                   materialise from cursor_sequence up to the committed head while
+//                   pending_count < max_pending (unless the hint says there is nothing
+//                   to); read the oldest claimable rows
+//   catchUp       — round trip 2, only when needed: the materialising the first one left
+//                   out, recovery of expired leases (PENDING within budget, else
+//                   EXPIRED), and the claimable rows again
+//   assignLeases  — per connection, up to capacity − held and its free write slots
+//   commitLeases  — last round trip: the lease (epoch+1, attempts+1, lease_until, new
+//                   secret digest) together with COMMIT
 // and only after COMMIT does the caller send event.deliver: the lease is durable first.
 // READ COMMITTED keeps the recovery scan from gap-locking LEASED rows that concurrent
 // ACKs are updating; the subscription row lock is what serialises claims.
 //
-// Round trips (ENGINE_SESSION: autocommit off, several statements per round trip): the
-// lock with the state, materialising and the claimable rows; [recovery, or materialising
-// that the first one left out on a hint, and a fresh read of the claimable rows — only
-// when needed]; the lease with COMMIT — 2 (3 with recovery) for up to 16 connections × 8
-// deliveries (it was 13 for one connection's 8; bench/HISTORY.md).
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+// ENGINE_SESSION (autocommit off, several statements per round trip) makes a claim 2
+// round trips (3 with catchUp) for up to 16 connections × 8 deliveries.
+import { createHash, randomBytes } from "node:crypto";
 import type { ResultSetHeader } from "mysql2/promise";
-import type { Pool } from "../db/types.js";
+import type { Pool, Tx } from "../db/types.js";
 import type { SessionMode } from "../db/pool.js";
-import { commitWith, queryAll, withTransaction, type Statement } from "../db/tx.js";
+import { commitWith, queryAll, withTransaction } from "../db/tx.js";
 import {
-  anyLeased, claimableStatement, leaseStatement, markAckedStatement, materialiseStatements, recoveryStatements, selectLeasedTo,
-  selectProofs, toClaimable, type ClaimableRow,
+  anyLeased, claimableStatement, leaseStatement, materialiseStatements, recoveryStatements, selectLeasedTo, toClaimable,
+  type ClaimableRow,
 } from "../db/queries/deliveries.js";
 import { claimStateStatement, resetClaimState, toClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
-import { auditsStatement } from "../db/queries/audit.js";
 import { OrbitError } from "../wire/errors.js";
 import { encodeBase64url } from "../wire/base64url.js";
 import { formatTimestamp } from "../wire/time.js";
-import { newId } from "./identity.js";
 import { toWireEventJson } from "./result-log.js";
 import type { DeliveryWire } from "./deliveries.js";
-import { nowMs } from "./task-state.js";
+import { nowMs } from "../clock.js";
 import * as metrics from "../metrics.js";
 
 const LEASE_SECRET_BYTES = 32;
 /**
  * Materialise when fewer PENDING deliveries than this are ready: two full claims (4
  * connections × 8). Above this mark a claim does not count the backlog and does not
- * materialise (counting it on every claim was most of a drain's database work).
+ * materialise, since counting it on every claim would be most of a drain's database work.
  */
 const READY_LOW_WATER = 64;
 
 /**
  * Subscriptions whose last claim on this node had nothing to materialise (no news in the
  * log, or at least READY_LOW_WATER ready): their next claim leaves the two materialising
- * statements out of its first round trip — as no-ops they still cost ~0.6 ms of a claim
- * of 32 (alternating claims of both builds, idle: p50 5.8–6.7 ms instead of 6.4–7.5), on
- * every claim of a drain but the one in ~30 that refills — and sends them in a round trip
- * of their own only when its state says there may be something to do. A hint about cost,
+ * statements out of its first round trip — as no-ops they still cost time on every claim
+ * of a drain, where only the occasional one refills — and sends them in a round trip of
+ * their own only when its state says there may be something to do. A hint about cost,
  * never a decision: the claim's state decides, in the database. Bounded: cleared when it
  * holds HINTS_MAX subscriptions.
  */
@@ -128,8 +127,8 @@ export interface ClaimOutcome {
  * keeps the events of deliveries that are not ACKED — so the claim recovers and leases it
  * as usual; only a claim that has room and finds nothing owed before the gap — nothing
  * PENDING to lease, no lease still to be ACKed or re-sent — fails with
- * EVENT_HISTORY_EXPIRED. Reporting the gap first left those deliveries PENDING (or
- * LEASED past their deadline) for good: every later claim failed before leasing them.
+ * EVENT_HISTORY_EXPIRED. Reporting the gap first would leave those deliveries PENDING (or
+ * LEASED past their deadline) for good: every later claim would fail before leasing them.
  * EXPIRED ones do not hold the gap back: only a manual retry re-sends them, and a
  * connection after that retry gets them before the gap is reported again.
  */
@@ -148,8 +147,9 @@ function parseHeld(held: string | null): Map<string, number> {
  * The wire delivery of a row as leaseStatement left it — the same assignments, made here
  * instead of read back (a round trip less): the UPDATE matched exactly these PENDING
  * rows. Built directly in toWireDelivery's shape (a LEASED delivery: lease_until, no
- * acknowledged_at), the claim's lease_until formatted once for all of them: a copy of
- * the row and the general form cost ~1.6 % of a node's CPU in a drain.
+ * acknowledged_at), the claim's lease_until formatted once for all of them: this runs for
+ * every delivery of a drain, where a copy of the row and the general form show in the
+ * node's CPU.
  */
 export function leasedDelivery(subscriptionId: string, row: Omit<ClaimableRow, "ev">, leaseUntil: string): DeliveryWire {
   return {
@@ -179,102 +179,21 @@ function shares(seats: readonly ClaimSeat[], held: ReadonlyMap<string, number>, 
   });
 }
 
+/** Deliveries counted by one claim, reported only once its transaction committed. */
+interface Counted {
+  created: number;
+  leased: number;
+  expired: number;
+}
+
 export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): Promise<ClaimOutcome> {
   // Counted only once the transaction committed (a retried attempt starts from zero).
-  let counted = { created: 0, leased: 0, expired: 0 };
+  let counted: Counted = { created: 0, leased: 0, expired: 0 };
   const out = await withTransaction(
     pool,
     async (tx): Promise<ClaimOutcome> => {
       counted = { created: 0, leased: 0, expired: 0 };
-      const now = nowMs();
-      const sessionIds = r.seats.map((seat) => seat.sessionId);
-      // Round trip 1: the lock with the state, materialising when the state says so (unless
-      // the hint says there will be nothing to), and the oldest claimable rows — enough for
-      // this claim unless materialising or recovery changes them.
-      const upper = r.seats.reduce((n, seat) => n + Math.min(seat.capacity, seat.maxLeases ?? seat.capacity), 0);
-      const deferred = nothingToMaterialise.has(r.subscriptionId);
-      const first = await queryAll(tx, [
-        resetClaimState,
-        claimStateStatement(r.subscriptionId, { now, readyUpTo: READY_LOW_WATER, sessionIds }),
-        ...(deferred ? [] : materialiseStatements(r.subscriptionId, now)),
-        claimableStatement(r.subscriptionId, upper),
-      ]);
-      const s = toClaimState(first[1]);
-      if (!s) throw new OrbitError("NOT_FOUND");
-      if (s.credential_revoked) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
-      const held = parseHeld(s.held);
-      const idle = (): ClaimOutcome => ({ paused: !s.enabled, seats: sessionIds.map((id) => ({ leases: [], held: held.get(id) ?? 0 })) });
-      // Paused: nothing was materialised (the first round trip's statements check it) and
-      // nothing is claimed, so a purged history is not this claim's to report — a paused
-      // subscription keeps its connections (spec §3, §7); the first claim after it is
-      // enabled again reports the gap.
-      if (!s.enabled) return idle();
-      const gap = historyGap(s);
-      if (!deferred) counted.created = (first[2] as ResultSetHeader).affectedRows;
-      // The state counts the backlog only when the log has news and few are ready: when it
-      // does not, the next claim will most likely have nothing to materialise either.
-      hint(r.subscriptionId, s.backlog === null);
-      const wanted = shares(r.seats, held, Number.MAX_SAFE_INTEGER).reduce((a, b) => a + b, 0);
-      let rows = toClaimable(first[first.length - 1]);
-      // Round trip 2, only when needed: the materialising the first one left out (the state
-      // says there may be something to do: it is the judge, as in the first round trip), and
-      // recovery — recovered leases are PENDING again with their old, lower sequences, so
-      // they go first. Then the claimable rows again.
-      const materialise = deferred && s.backlog !== null;
-      if (materialise || s.lease_expired) {
-        const more = await queryAll(tx, [
-          ...(materialise ? materialiseStatements(s.id, now) : []),
-          ...(s.lease_expired ? recoveryStatements(s.id, now) : []),
-          claimableStatement(s.id, wanted),
-        ]);
-        if (materialise) counted.created = (more[0] as ResultSetHeader).affectedRows;
-        if (s.lease_expired) counted.expired = (more[materialise ? 2 : 0] as ResultSetHeader).affectedRows;
-        rows = toClaimable(more[more.length - 1]);
-      }
-      rows = rows.slice(0, wanted);
-      if (rows.length === 0) {
-        // Room, and nothing owed before the gap left to lease or to ACK: now the gap is this
-        // claim's to report (a rare path: one more round trip, under the subscription's lock).
-        if (gap && wanted > 0 && !(await anyLeased(tx, s.id))) throw gap;
-        return idle();
-      }
-      // Oldest first to the first seat: the scheduler's order is arrival order.
-      let next = 0;
-      // One call for every secret of the claim (a call per lease was 2 % of a node's CPU).
-      const random = randomBytes(LEASE_SECRET_BYTES * rows.length);
-      const leases = shares(r.seats, held, rows.length).flatMap((n, k) =>
-        rows.slice(next, (next += n)).map((row, j) => {
-          const at = (next - n + j) * LEASE_SECRET_BYTES;
-          return { row, sessionId: r.seats[k]!.sessionId, secret: random.subarray(at, at + LEASE_SECRET_BYTES) };
-        }),
-      );
-      const leaseUntil = new Date(now.getTime() + r.leaseDurationMs);
-      // Last round trip: the lease and COMMIT together; the frames go out only after it.
-      const committing = commitWith(tx, leaseStatement(leases.map((l) => ({ id: l.row.id, sessionId: l.sessionId, digest: secretDigest(l.secret) })), leaseUntil));
-      committing.catch(() => undefined); // awaited below; this only keeps a throw in between from leaving it unhandled
-      // Built while MariaDB runs the lease and its COMMIT, off the claim's serial path; none
-      // leaves this function before the COMMIT's answer, and only what it leased is sent.
-      const leaseUntilText = formatTimestamp(leaseUntil);
-      const built = leases.map((l) => ({
-        sessionId: l.sessionId,
-        lease: { delivery: leasedDelivery(r.subscriptionId, l.row, leaseUntilText), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) },
-      }));
-      const res = (await committing) as ResultSetHeader;
-      let granted = built;
-      if (res.affectedRows !== leases.length) {
-        // A late ACK (the latest proof of a recovered lease) took a row between the read
-        // and the lease; the rest is leased and committed. Send only what was leased.
-        const got = await selectLeasedTo(tx, leases.map((l) => l.row.id), sessionIds, leaseUntil);
-        granted = built.filter((b) => got.has(b.lease.delivery.id));
-      }
-      counted.leased = granted.length;
-      return {
-        paused: false,
-        seats: r.seats.map((seat) => {
-          const mine = granted.filter((b) => b.sessionId === seat.sessionId).map((b) => b.lease);
-          return { held: (held.get(seat.sessionId) ?? 0) + mine.length, leases: mine };
-        }),
-      };
+      return claimIn(tx, r, counted);
     },
     signal,
     "READ COMMITTED",
@@ -285,83 +204,139 @@ export async function claim(pool: Pool, r: ClaimRequest, signal?: AbortSignal): 
   return out;
 }
 
-export interface AckProof {
-  readonly deliveryId: string;
-  readonly epoch: string;
-  /** The 32 secret bytes, already decoded from canonical base64url. */
+/** One attempt of a claim, inside its transaction: the phases in order. */
+async function claimIn(tx: Tx, r: ClaimRequest, counted: Counted): Promise<ClaimOutcome> {
+  const now = nowMs();
+  const sessionIds = r.seats.map((seat) => seat.sessionId);
+  const deferred = nothingToMaterialise.has(r.subscriptionId);
+  const first = await lockAndRead(tx, r, now, sessionIds, deferred);
+  const s = first.state;
+  const held = parseHeld(s.held);
+  const idle = (): ClaimOutcome => ({ paused: !s.enabled, seats: sessionIds.map((id) => ({ leases: [], held: held.get(id) ?? 0 })) });
+  // Paused: nothing was materialised (the first round trip's statements check it) and
+  // nothing is claimed, so a purged history is not this claim's to report — a paused
+  // subscription keeps its connections (docs/protocol.md §3, §7); the first claim after
+  // it is enabled again reports the gap.
+  if (!s.enabled) return idle();
+  const gap = historyGap(s);
+  if (!deferred) counted.created = (first.results[2] as ResultSetHeader).affectedRows;
+  // The state counts the backlog only when the log has news and few are ready: when it
+  // does not, the next claim will most likely have nothing to materialise either.
+  hint(r.subscriptionId, s.backlog === null);
+  const wanted = shares(r.seats, held, Number.MAX_SAFE_INTEGER).reduce((a, b) => a + b, 0);
+  let rows = toClaimable(first.results[first.results.length - 1]);
+  const materialise = deferred && s.backlog !== null;
+  if (materialise || s.lease_expired) rows = await catchUp(tx, s, now, materialise, wanted, counted);
+  rows = rows.slice(0, wanted);
+  if (rows.length === 0) {
+    // Room, and nothing owed before the gap left to lease or to ACK: now the gap is this
+    // claim's to report (a rare path: one more round trip, under the subscription's lock).
+    if (gap && wanted > 0 && !(await anyLeased(tx, s.id))) throw gap;
+    return idle();
+  }
+  const leases = assignLeases(r.seats, held, rows);
+  const leaseUntil = new Date(now.getTime() + r.leaseDurationMs);
+  const granted = await commitLeases(tx, r.subscriptionId, leases, leaseUntil, sessionIds);
+  counted.leased = granted.length;
+  return {
+    paused: false,
+    seats: r.seats.map((seat) => {
+      const mine = granted.filter((b) => b.sessionId === seat.sessionId).map((b) => b.lease);
+      return { held: (held.get(seat.sessionId) ?? 0) + mine.length, leases: mine };
+    }),
+  };
+}
+
+/**
+ * Round trip 1: the lock with the state, materialising when the state says so (unless
+ * the hint says there will be nothing to), and the oldest claimable rows — enough for
+ * this claim unless materialising or recovery changes them. A subscription that is gone
+ * is NOT_FOUND; a revoked credential is UNAUTHENTICATED.
+ */
+async function lockAndRead(
+  tx: Tx,
+  r: ClaimRequest,
+  now: Date,
+  sessionIds: readonly string[],
+  deferred: boolean,
+): Promise<{ state: ClaimStateRow; results: unknown[] }> {
+  const upper = r.seats.reduce((n, seat) => n + Math.min(seat.capacity, seat.maxLeases ?? seat.capacity), 0);
+  const first = await queryAll(tx, [
+    resetClaimState,
+    claimStateStatement(r.subscriptionId, { now, readyUpTo: READY_LOW_WATER, sessionIds }),
+    ...(deferred ? [] : materialiseStatements(r.subscriptionId, now)),
+    claimableStatement(r.subscriptionId, upper),
+  ]);
+  const s = toClaimState(first[1]);
+  if (!s) throw new OrbitError("NOT_FOUND");
+  if (s.credential_revoked) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
+  return { state: s, results: first };
+}
+
+/**
+ * Round trip 2, only when needed: the materialising the first one left out (the state
+ * says there may be something to do: it is the judge, as in the first round trip), and
+ * recovery — recovered leases are PENDING again with their old, lower sequences, so they
+ * go first. Then the claimable rows again.
+ */
+async function catchUp(tx: Tx, s: ClaimStateRow, now: Date, materialise: boolean, wanted: number, counted: Counted): Promise<ClaimableRow[]> {
+  const more = await queryAll(tx, [
+    ...(materialise ? materialiseStatements(s.id, now) : []),
+    ...(s.lease_expired ? recoveryStatements(s.id, now) : []),
+    claimableStatement(s.id, wanted),
+  ]);
+  if (materialise) counted.created = (more[0] as ResultSetHeader).affectedRows;
+  if (s.lease_expired) counted.expired = (more[materialise ? 2 : 0] as ResultSetHeader).affectedRows;
+  return toClaimable(more[more.length - 1]);
+}
+
+interface Assigned {
+  readonly row: ClaimableRow;
+  readonly sessionId: string;
   readonly secret: Buffer;
 }
 
-export type AckOutcome =
-  | { readonly ok: true; readonly deliveryId: string; readonly eventId: string; readonly epoch: string; readonly acknowledgedAt: string; readonly deduplicated: boolean }
-  | { readonly ok: false; readonly deliveryId: string; readonly code: "DELIVERY_LEASE_LOST" };
+/**
+ * The rows to lease, each with its seat and a new secret: oldest first to the first seat
+ * (the scheduler's order is arrival order), each seat up to its share.
+ */
+function assignLeases(seats: readonly ClaimSeat[], held: ReadonlyMap<string, number>, rows: readonly ClaimableRow[]): Assigned[] {
+  let next = 0;
+  // One call for every secret of the claim: randomBytes per lease would cost a call each.
+  const random = randomBytes(LEASE_SECRET_BYTES * rows.length);
+  return shares(seats, held, rows.length).flatMap((n, k) =>
+    rows.slice(next, (next += n)).map((row, j) => {
+      const at = (next - n + j) * LEASE_SECRET_BYTES;
+      return { row, sessionId: seats[k]!.sessionId, secret: random.subarray(at, at + LEASE_SECRET_BYTES) };
+    }),
+  );
+}
 
 /**
- * ACKs proofs of one subscription in one transaction (spec §6): the first valid ACK sets
- * ACKED and acknowledged_at and writes one audit record; a replay of the same proof
- * returns the original acknowledged_at, deduplicated; a replaced, wrong or unknown proof
- * is DELIVERY_LEASE_LOST. No lease-expiry condition: the latest proof may ACK late, also
- * an EXPIRED delivery (decision 7), as long as no newer epoch replaced it. `pool` has
- * ENGINE_SESSION: lock the proofs, then mark, audit and COMMIT — 2 round trips.
+ * Last round trip: the lease and COMMIT together. Answers the leases that were granted,
+ * each with its seat; the frames go out only after this returns, so every lease is
+ * durable before its frame is sent.
  */
-export async function ack(
-  pool: Pool,
-  who: { subscriptionId: string; namespaceId: string; credentialId: string },
-  proofs: readonly AckProof[],
-  signal?: AbortSignal,
-): Promise<AckOutcome[]> {
-  let acked = 0;
-  const out = await withTransaction(
-    pool,
-    async (tx) => {
-      const found = await selectProofs(tx, who.subscriptionId, who.credentialId, proofs.map((p) => p.deliveryId));
-      // Revoked while connected: no ACK of it is taken (the connection closes, spec §7).
-      if (found.revoked) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
-      const rows = new Map(found.proofs.map((r) => [r.id, r]));
-      const now = nowMs();
-      const fresh: string[] = [];
-      const outcomes: AckOutcome[] = proofs.map((p) => {
-        const row = rows.get(p.deliveryId);
-        const valid =
-          row !== undefined &&
-          row.lease_epoch === p.epoch &&
-          row.lease_secret_digest !== null &&
-          timingSafeEqual(Buffer.from(row.lease_secret_digest), secretDigest(p.secret));
-        if (!valid) return { ok: false, deliveryId: p.deliveryId, code: "DELIVERY_LEASE_LOST" };
-        if (row.state === "ACKED") {
-          return { ok: true, deliveryId: row.id, eventId: row.event_id, epoch: row.lease_epoch, acknowledgedAt: formatTimestamp(row.acknowledged_at!), deduplicated: true };
-        }
-        // The same proof twice in one batch: the second is a replay of the first.
-        if (fresh.includes(row.id)) {
-          return { ok: true, deliveryId: row.id, eventId: row.event_id, epoch: row.lease_epoch, acknowledgedAt: formatTimestamp(now), deduplicated: true };
-        }
-        fresh.push(row.id);
-        return { ok: true, deliveryId: row.id, eventId: row.event_id, epoch: row.lease_epoch, acknowledgedAt: formatTimestamp(now), deduplicated: false };
-      });
-      if (fresh.length > 0) {
-        acked = fresh.length;
-        const audits = fresh.map((id) => {
-          const row = rows.get(id)!;
-          return {
-            id: newId(),
-            namespaceId: who.namespaceId,
-            credentialId: who.credentialId,
-            subscriptionId: who.subscriptionId,
-            deliveryId: id,
-            action: "delivery.ack" as const,
-            details: { epoch: row.lease_epoch, state_before: row.state },
-            revisionBefore: row.revision,
-            revisionAfter: (BigInt(row.revision) + 1n).toString(),
-            at: now,
-          };
-        });
-        // The ACKED marks, their audit records and COMMIT in one round trip.
-        await commitWith(tx, [markAckedStatement(fresh, now), auditsStatement(audits)]);
-      }
-      return outcomes;
-    },
-    signal,
-  );
-  metrics.deliveries.inc({ stage: "acked" }, acked);
-  return out;
+async function commitLeases(
+  tx: Tx,
+  subscriptionId: string,
+  leases: readonly Assigned[],
+  leaseUntil: Date,
+  sessionIds: readonly string[],
+): Promise<{ readonly sessionId: string; readonly lease: Lease }[]> {
+  const committing = commitWith(tx, leaseStatement(leases.map((l) => ({ id: l.row.id, sessionId: l.sessionId, digest: secretDigest(l.secret) })), leaseUntil));
+  committing.catch(() => undefined); // awaited below; this only keeps a throw in between from leaving it unhandled
+  // Built while MariaDB runs the lease and its COMMIT, off the claim's serial path; none
+  // leaves this function before the COMMIT's answer, and only what it leased is sent.
+  const leaseUntilText = formatTimestamp(leaseUntil);
+  const built = leases.map((l) => ({
+    sessionId: l.sessionId,
+    lease: { delivery: leasedDelivery(subscriptionId, l.row, leaseUntilText), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) },
+  }));
+  const res = (await committing) as ResultSetHeader;
+  if (res.affectedRows === leases.length) return built;
+  // A late ACK (the latest proof of a recovered lease) took a row between the read and
+  // the lease; the rest is leased and committed. Send only what was leased.
+  const got = await selectLeasedTo(tx, leases.map((l) => l.row.id), sessionIds, leaseUntil);
+  return built.filter((b) => got.has(b.lease.delivery.id));
 }

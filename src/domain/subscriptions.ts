@@ -16,7 +16,7 @@ import { idempotent, type Receipt } from "./idempotency.js";
 import { newId, type Caller } from "./identity.js";
 import { DEFAULT_PAGE_LIMIT, decodeCursor, page, type Binding } from "./paging.js";
 import { RESULT_EVENT_TYPES, isResultEventType, readStream } from "./result-log.js";
-import { nowMs } from "./task-state.js";
+import { nowMs } from "../clock.js";
 
 export const DEFAULT_MAX_PENDING = 100;
 export const DEFAULT_MAX_ATTEMPTS = 20;

@@ -1,4 +1,4 @@
-// The task state machine (platform.md "Queues, tasks and workers"): one function moves a
+// The task state machine (docs/tasks.md §5): one function moves a
 // locked task row and, for results and requeues, appends the event in the same
 // transaction. Every state change bumps the revision.
 import type { ResultSetHeader } from "mysql2/promise";
@@ -113,7 +113,7 @@ export function planMove(task: TaskRow, t: Transition): Moved & { writes: Statem
   return { task: moved, appended: true, writes: [update, event] };
 }
 
-/** The wire Task of platform.md, as the contract defines it (openapi.yaml, generated). */
+/** The wire Task of docs/tasks.md §4, as the contract defines it (openapi.yaml, generated). */
 export type TaskWire = components["schemas"]["Task"];
 
 export function toWireTask(t: TaskRow): TaskWire {
@@ -127,9 +127,4 @@ export function toWireTask(t: TaskRow): TaskWire {
     updated_at: formatTimestamp(t.updated_at),
     ...(t.result !== null ? { result: t.result } : {}),
   };
-}
-
-/** Database times have millisecond precision; so does everything we compute. */
-export function nowMs(): Date {
-  return new Date(Math.floor(Date.now()));
 }

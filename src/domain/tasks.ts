@@ -7,7 +7,8 @@ import { MAX_TASK_INPUT_BYTES, MAX_TASK_RESULT_BYTES } from "../config/limits.js
 import { invalidArgument, notFound, stateConflict } from "../wire/errors.js";
 import { idempotent, type Receipt } from "./idempotency.js";
 import { newId, type Caller } from "./identity.js";
-import { moveTask, nowMs, toWireTask, type TaskWire } from "./task-state.js";
+import { nowMs } from "../clock.js";
+import { moveTask, toWireTask, type TaskWire } from "./task-state.js";
 
 export const DEFAULT_TASK_MAX_ATTEMPTS = 5;
 

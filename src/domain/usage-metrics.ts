@@ -9,7 +9,7 @@
 import type { RowDataPacket } from "mysql2/promise";
 import type { Pool } from "../db/types.js";
 import { materialisationLag, oldestPendingAge } from "../metrics.js";
-import { nowMs } from "./task-state.js";
+import { nowMs } from "../clock.js";
 
 export async function refreshDatabaseGauges(pool: Pool, now = nowMs()): Promise<void> {
   const [lag] = await pool.query<RowDataPacket[]>(

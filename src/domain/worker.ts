@@ -15,7 +15,8 @@ import { activeCredentialsStatement, activeIn, credentialRevocationStatement, re
 import { OrbitError, notFound, stateConflict, unauthenticated, unavailable } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId, type Caller } from "./identity.js";
-import { moveTask, nowMs, planMove, toWireTask, type Transition } from "./task-state.js";
+import { nowMs } from "../clock.js";
+import { moveTask, planMove, toWireTask, type Transition } from "./task-state.js";
 import { inScope } from "./tasks.js";
 
 /** A worker's claim, as the contract defines it (openapi.yaml, generated). */

@@ -6,7 +6,8 @@ import type { Context, Next } from "koa";
 import { MAX_BODY_BYTES } from "../config/limits.js";
 import { ERROR_CATALOGUE, OrbitError, invalidArgument, type ErrorCode } from "../wire/errors.js";
 import { describeError, type Logger } from "../log/index.js";
-import { failure } from "./envelope.js";
+import { failure } from "../wire/envelope.js";
+import { recordRequest } from "../edge/access-log.js";
 import * as metrics from "../metrics.js";
 import { targetPath } from "./target.js";
 
@@ -40,8 +41,8 @@ export function requestContext(log: Logger) {
     try {
       if (ctx.status >= 400) await drainUnread(ctx.req);
       // A body still coming after the answer (stalled, or beyond the drain): close the
-      // connection after the answer. Kept alive, Node went on reading it, and its request
-      // timeout later wrote a second answer (a 400 from clientError) after this one.
+      // connection after the answer. Kept alive, Node would go on reading it, and its
+      // request timeout would write a second answer (a 400 from clientError) after this one.
       if (!ctx.req.complete) ctx.set("Connection", "close");
     } finally {
       const route = (ctx.state.operationId as string | undefined) ?? "unmatched";
@@ -64,25 +65,6 @@ export function absoluteForm() {
   };
 }
 
-/**
- * The access log line and the HTTP metrics of one request: every request Koa answers,
- * and every WebSocket upgrade (refused, or answered 101), which Koa never sees.
- */
-export function recordRequest(
-  log: Logger,
-  r: { requestId: string; method: string; route: string; status: number; started: bigint },
-): void {
-  metrics.httpRequests.inc({ route: r.route, status: String(r.status) });
-  metrics.httpDuration.observe({ route: r.route }, Number(process.hrtime.bigint() - r.started) / 1e9);
-  log.log("info", "request", {
-    request_id: r.requestId,
-    method: r.method,
-    route: r.route,
-    status: r.status,
-    duration_ms: Number((process.hrtime.bigint() - r.started) / 1000n) / 1000,
-  });
-}
-
 /** An error answer waits at most this long for the rest of an unread body. */
 const DRAIN_TIMEOUT_MS = 2000;
 /** An error answer reads at most this much of an unread body; beyond it Node closes the connection after the answer. */
@@ -91,8 +73,7 @@ const DRAIN_LIMIT_BYTES = 2 * MAX_BODY_BYTES;
 /**
  * An error answered before the body was read (404 for an unknown attempt, 413 from the
  * declared length): read and discard the rest first, so that a client still writing it
- * receives the answer rather than a reset. Without this, 2–3 of 900 oversized requests
- * here got EPIPE instead of their 404.
+ * receives the answer rather than a reset (EPIPE) when the socket closes under it.
  */
 async function drainUnread(req: IncomingMessage): Promise<void> {
   if (req.complete || req.readableEnded || req.destroyed) return;

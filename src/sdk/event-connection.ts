@@ -5,8 +5,8 @@
 // checked against the generated validators in both directions.
 import { EventEmitter } from "node:events";
 import WebSocket from "ws";
-import { corkForTurn } from "./cork.js";
-import { randomHex } from "./random-hex.js";
+import { corkForTurn } from "../wire/cork.js";
+import { randomHex } from "../wire/random-hex.js";
 import { parseRetryAfter } from "./retry-after.js";
 import * as frameValidators from "../../generated/ws/validators.js";
 import type { AckReceipt, ClientFrame, EventDeliver, EventsWelcome, PingReply, ServerFrame } from "../../generated/ws/frames.js";

@@ -1,12 +1,13 @@
 // Ids on the wire and in the database: 32 lowercase hex characters. Ids are names, not
 // secrets; lease secrets and tokens take their own randomBytes. Their random part comes
-// from a pooled buffer (sdk/random-hex.ts, shared with the SDK as sdk/cork.ts is).
-import { randomHex } from "../sdk/random-hex.js";
+// from a pooled buffer (random-hex.ts), which the SDK uses too.
+import { randomHex } from "./random-hex.js";
 
 /**
- * `value` when it is a well-formed id, else undefined. Decision 5 checks a target's scope
- * before the body: a rejected body's target counts only when it is well-formed (an HTTP
- * body's queue_id, http/handlers/queue-scope.ts; a hello's subscription_id, ws/frames.ts).
+ * `value` when it is a well-formed id, else undefined. A target's scope is checked before
+ * its body (404 before 400, docs/protocol.md §1): a rejected body's target counts only
+ * when it is well-formed (an HTTP body's queue_id, http/handlers/queue-scope.ts; a
+ * hello's subscription_id, ws/frames.ts).
  */
 export function wellFormedId(value: unknown): string | undefined {
   return typeof value === "string" && /^[0-9a-f]{32}$/.test(value) ? value : undefined;
@@ -30,12 +31,10 @@ export function requestIdFrom(offered: string | undefined): string {
  * A row's id (entities, sessions): the creating clock's milliseconds in the first 12 hex
  * characters, then 80 random bits. They are InnoDB primary keys, and every secondary index
  * ends with the primary key: random keys put each insert on a random page of every index
- * of the table, time-ordered keys put them at its end. Measured on copies of `deliveries`
- * (its 7 secondary indexes then): materialising 1,000 rows 30 instead of 33 ms with 20,000 rows
- * in the table, 32 instead of 134 ms with 200,000 (past the 128 MiB buffer pool), where a
- * lease and ACK of 32 also took 4.4 instead of 6.1 ms — deliveries, like audit records,
- * are kept, so tables grow past the pool. 80 bits stay unguessable; the time an id shows
- * is its row's created_at, which the API shows anyway.
+ * of the table, time-ordered keys put them at its end, which keeps inserts cheap once a
+ * table outgrows the buffer pool (deliveries and audit records are kept, so tables grow).
+ * 80 bits stay unguessable; the time an id shows is its row's created_at, which the API
+ * shows anyway.
  */
 export function newRowId(now: number = Date.now()): string {
   return rowIdPrefix(now) + randomHex(10);

@@ -3,7 +3,7 @@
 // its commit rate. Each ACK's reply is still sent only after that commit: an ACK is
 // durable before it is confirmed.
 import type { Pool } from "../db/types.js";
-import { ack, type AckOutcome, type AckProof } from "../domain/delivery-engine.js";
+import { ack, type AckOutcome, type AckProof } from "../domain/delivery-acks.js";
 
 interface Pending {
   readonly proof: AckProof;

@@ -1,32 +1,34 @@
-// The event endpoint of a node: the upgrade guard, the live connections, the claim pool,
+// The event endpoint of a node: the upgrade guard, the live sessions, the claim pool,
 // ACK batching, and the wake-ups that make a committed result reach a waiting consumer:
 // at once when this node's sequencer numbered it, within HEAD_POLL_MS when another node
-// did (one query for all namespaces with connections on this node).
+// did (one query for all namespaces with sessions on this node).
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import { MAX_FRAME_BYTES } from "../config/limits.js";
 import type { Pool } from "../db/types.js";
-import { selectHeads } from "../db/queries/sessions.js";
+import { namespaceHeads } from "../domain/event-sessions.js";
 import { authenticate, requireAction } from "../domain/identity.js";
 import type { Sequencer } from "../domain/sequencer.js";
 import type { SubscriptionSignals } from "../domain/subscription-signals.js";
 import { describeError, type Logger } from "../log/index.js";
 import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
-import { writeRawError } from "../http/raw.js";
-import { recordRequest } from "../http/middleware.js";
+import { writeRawError } from "../edge/raw-response.js";
+import { recordRequest } from "../edge/access-log.js";
 import { AckBatcher } from "./ack-batcher.js";
 import { ClaimScheduler } from "./claim-scheduler.js";
-import { CLOSE, EventConnection } from "./connection.js";
+import { runClaims } from "./claims.js";
+import { CLOSE } from "./close-codes.js";
+import { EventSession } from "./event-session.js";
 import { checkOrigin, checkHandshake, SUBPROTOCOL } from "./guard.js";
 import { requestIdFrom } from "../wire/ids.js";
 import * as metrics from "../metrics.js";
 
 /**
  * How often a node looks for results committed by other nodes: one indexed query for all
- * namespaces with connections here, 5 per second per node whatever the connections (bench
- * orbit.idle: 128 idle connections stay near 0.15 queries/s each), for a cross-node
- * commit-to-deliver of about 100 ms plus a claim (it was 500 ms: p50 ~150 ms, p99 ~500).
+ * namespaces with sessions here, whatever the number of sessions. It bounds a cross-node
+ * commit-to-deliver (half of it on average, plus a claim) at a cost per node, not per
+ * connection.
  */
 export const HEAD_POLL_MS = 200;
 
@@ -60,10 +62,10 @@ export class EventHub {
     clientTracking: false,
     handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
   });
-  private readonly connections = new Set<EventConnection>();
+  private readonly connections = new Set<EventSession>();
   /** Session closes of connections that already left `connections`, still being written. */
   private readonly closingSessions = new Set<Promise<void>>();
-  private readonly scheduler = new ClaimScheduler<EventConnection>((batch) => EventConnection.runClaims(batch));
+  private readonly scheduler = new ClaimScheduler<EventSession>((batch) => runClaims(batch, this.deps.claimPool, this.deps.leaseDurationMs));
   private readonly acks: AckBatcher;
   private readonly heads = new Map<string, string>();
   private readonly poll: NodeJS.Timeout;
@@ -71,9 +73,9 @@ export class EventHub {
   private readonly unsubscribeSubscriptions: () => void;
   /**
    * Event connections whose socket is still open, bound or not, closing ones included: a
-   * connection we closed stays open until the client answers the close (ws waits 30 s for
-   * it), and a client that never answers must not get past the per-node limit (§5: at
-   * most 128 event connections per node) by having us close its connections.
+   * connection we closed stays open until the client answers the close (ws waits for it),
+   * and a client that never answers must not get past the per-node limit of event
+   * connections (docs/protocol.md §5) by having us close its connections.
    */
   private readonly openSockets = new Set<WebSocket>();
   private closing = false;
@@ -103,7 +105,7 @@ export class EventHub {
     return this.connections.size;
   }
 
-  /** The guard of spec §5, in the order openapi.yaml gives, then the 101. */
+  /** The guard of docs/protocol.md §5, in the order openapi.yaml gives, then the 101. */
   async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const started = process.hrtime.bigint();
     socket.on("error", () => socket.destroy());
@@ -124,9 +126,9 @@ export class EventHub {
       checkOrigin(req);
       requireAction(caller, "events:consume");
       checkHandshake(req);
-      // Only open sockets count: an upgrade still being authenticated is no connection (an
-      // unauthenticated flood counted as such and refused valid upgrades 429). Nothing is
-      // awaited from here to the socket's entry in openSockets (ws completes the upgrade
+      // Only open sockets count: an upgrade still being authenticated is no connection, so
+      // a flood of unauthenticated upgrades cannot make valid ones 429. Nothing is awaited
+      // from here to the socket's entry in openSockets (ws completes the upgrade
       // synchronously), so no two upgrades pass this check for the last free connection.
       if (this.openSockets.size >= this.deps.maxConnections) {
         return refuse("CAPACITY_EXCEEDED", { "Retry-After": "1" });
@@ -138,12 +140,13 @@ export class EventHub {
         record(101);
         this.openSockets.add(ws);
         ws.once("close", () => this.openSockets.delete(ws));
-        const conn = new EventConnection(ws, caller, authorization![0]!, {
+        const conn = new EventSession(ws, caller, authorization![0]!, {
           ...this.deps,
           scheduler: this.scheduler,
           acks: this.acks,
           // Lease recovery needs a claim now and then even without new results; once per
-          // lease period (30 s by default) keeps an idle connection near 0.3 queries/s.
+          // lease period (capped, and never more often than 10 times a second) keeps an idle
+          // session's queries rare.
           recheckMs: Math.min(30_000, Math.max(100, this.deps.leaseDurationMs)),
           onBound: () => undefined,
           onClosed: (c) => {
@@ -165,22 +168,22 @@ export class EventHub {
     }
   }
 
-  /** Results were numbered in this namespace: connections with room claim again. */
+  /** Results were numbered in this namespace: sessions with room claim again. */
   private wake(namespaceId: string): void {
     for (const c of this.connections) if (c.namespaceId === namespaceId) c.requestClaim();
   }
 
   private async pollHeads(): Promise<void> {
-    // One poll at a time: while the database stalls, a poll every 200 ms that waits for
-    // the last one piled up 5 queries a second on the main pool (a 4 s stall: ~20), which
-    // HTTP requests, pings and hellos then queued behind. A skipped tick costs nothing: the
-    // poll in progress reads the heads when the database answers.
+    // One poll at a time: while the database stalls, polls that wait for the last one would
+    // pile up on the main pool, and HTTP requests, pings and hellos would queue behind
+    // them. A skipped tick costs nothing: the poll in progress reads the heads when the
+    // database answers.
     if (this.polling) return;
     const namespaces = [...new Set([...this.connections].filter((c) => c.isBound).map((c) => c.namespaceId))];
     if (namespaces.length === 0) return;
     this.polling = true;
     try {
-      for (const [ns, head] of await selectHeads(this.deps.pool, namespaces)) {
+      for (const [ns, head] of await namespaceHeads(this.deps.pool, namespaces)) {
         if (this.heads.get(ns) !== head) {
           this.heads.set(ns, head);
           this.wake(ns);
@@ -194,9 +197,9 @@ export class EventHub {
   }
 
   /**
-   * Shutdown (platform.md): no new connections; claims in flight finish and send their
-   * frames, ACKs in flight commit and answer; then every connection closes with 1001.
-   * Durable state is untouched: leases stay and are recovered by later claims.
+   * Shutdown: no new connections; claims in flight finish and send their frames, ACKs in
+   * flight commit and answer; then every session closes with 1001. Durable state is
+   * untouched: leases stay and are recovered by later claims.
    */
   async close(): Promise<void> {
     this.closing = true;
@@ -208,7 +211,7 @@ export class EventHub {
     const all = [...this.connections];
     for (const c of all) c.close(CLOSE.goingAway, "server shutting down");
     await Promise.all([...all.map((c) => c.sessionClosed), ...this.closingSessions]);
-    // A client that never answers the close frame must not hold the process for ws's 30 s
+    // A client that never answers the close frame must not hold the process for ws's
     // closing timeout: 2 s after 1001, what is left is cut — sockets of connections closed
     // before the signal (no hello, idle, an error) whose close is still unanswered included.
     const gone = [...this.openSockets].map((ws) => new Promise((r) => ws.once("close", r)));

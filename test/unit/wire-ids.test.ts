@@ -1,6 +1,6 @@
 import { strict as assert } from "node:assert";
 import { newHexId, newRowId, rowIdPrefix } from "../../src/wire/ids.js";
-import { randomHex } from "../../src/sdk/random-hex.js";
+import { randomHex } from "../../src/wire/random-hex.js";
 
 describe("wire ids", () => {
   it("are 32 lowercase hex characters of random bytes, all distinct", () => {

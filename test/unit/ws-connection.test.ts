@@ -8,7 +8,7 @@ import { EventEmitter } from "node:events";
 import type WebSocket from "ws";
 import { issueToken, type Caller } from "../../src/domain/identity.js";
 import type { Logger } from "../../src/log/index.js";
-import { EventConnection, type ConnectionDeps } from "../../src/ws/connection.js";
+import { EventSession, type SessionDeps } from "../../src/ws/event-session.js";
 
 const SUB = "1".repeat(32);
 const QUEUE = "2".repeat(32);
@@ -61,7 +61,7 @@ const mid = (i: number): string => i.toString(16).padStart(32, "0");
 
 describe("an event connection whose client never reads", () => {
   let ws: UnreadSocket;
-  let conn: EventConnection;
+  let conn: EventSession;
   const lines: string[] = [];
 
   beforeEach(async () => {
@@ -85,8 +85,8 @@ describe("an event connection whose client never reads", () => {
       acks: {},
       onBound() {},
       onClosed() {},
-    } as unknown as ConnectionDeps;
-    conn = new EventConnection(ws as unknown as WebSocket, caller, `Bearer ${token}`, deps);
+    } as unknown as SessionDeps;
+    conn = new EventSession(ws as unknown as WebSocket, caller, `Bearer ${token}`, deps);
     ws.frame({ protocol_version: "1", type: "events.hello", message_id: mid(0), body: { subscription_id: SUB, capacity: 1 } });
     await turns();
     assert.equal(ws.sent[0]?.type, "events.welcome");

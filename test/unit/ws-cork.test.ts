@@ -1,7 +1,7 @@
 import { strict as assert } from "node:assert";
 import type { AddressInfo, Socket } from "node:net";
 import WebSocket, { WebSocketServer } from "ws";
-import { corkForTurn } from "../../src/sdk/cork.js";
+import { corkForTurn } from "../../src/wire/cork.js";
 
 // Frames sent in one turn leave in one write: held in the socket until the turn ends, then
 // whole and in order, and every send's callback still runs (the server's write queue

@@ -3,7 +3,8 @@
 // together, deliveries parsed from one read). One syscall — and one wake-up of the peer —
 // instead of one per frame. ws has no public cork; its maintainers point to the socket's
 // own cork()/uncork() (websockets/ws#1999), which ws's Sender already nests per frame
-// (Writable's cork is a counter).
+// (Writable's cork is a counter). Used by both ends of an event connection: the node's
+// event sessions and the SDK's connection.
 import type WebSocket from "ws";
 import type { Socket } from "node:net";
 

@@ -1,10 +1,11 @@
 // Error responses written straight to a socket, for the paths Koa never sees: rejected
-// WebSocket upgrades and requests Node could not parse. Same envelope, same headers.
+// WebSocket upgrades (ws/hub.ts) and requests Node could not parse (server.ts). Same
+// envelope, same headers as an answer of Koa's.
 import { newHexId } from "../wire/ids.js";
 import { STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
-import { failure } from "./envelope.js";
+import { failure } from "../wire/envelope.js";
 
 /** `message`: an OrbitError's own client-facing message; the catalogue's by default. */
 export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string, message?: string): string {
@@ -38,9 +39,8 @@ export const LINGER_MS = 2000;
 /**
  * Ends a socket the node answered outside Node's HTTP server (an upgrade refused, a request
  * Node could not parse, a CONNECT), where none of the server's timeouts applies any more,
- * and destroys it if the client has not closed its side LINGER_MS later. Ended only, a
- * client that kept its half open held the socket, and a file descriptor, for ever: 3,000
- * refused upgrades without a token were all still open 47 s later (the process has 20,000).
+ * and destroys it if the client has not closed its side LINGER_MS later: ended only, a
+ * client that keeps its half open would hold the socket, and a file descriptor, for ever.
  */
 export function endAnswered(socket: Duplex, data?: string): void {
   socket.end(data);
