@@ -1,7 +1,7 @@
 // node dist/bench/ab.js --a DIR --b DIR [--rounds 4] [--only orbit.drain]: two builds
 // judged the way bench/README.md asks — quick runs of the same measurements alternating A,
-// B, A, B … within the same minutes, since this machine kind's speed swings by ±20 % over
-// minutes, more than most changes move a figure. Each DIR is a built checkout (a `git
+// B, A, B … within the same minutes, since this machine kind's speed swings over minutes by more
+// than most changes move a figure. Each DIR is a built checkout (a `git
 // worktree` of the build to compare, `npm ci && npm run build`). Each run's JSON is copied
 // into a fresh temporary directory and the checkout's bench/results/latest.json put back
 // as it was (so any build can be compared, also one older than this tool); the table gives

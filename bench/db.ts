@@ -1,10 +1,10 @@
 // The database's own limits, measured in the same run as Orbit so the ratios compare like
-// with like (issue 8): `db.commit` — raw durable one-row commits — and `db.cycle8` — the
+// with like: `db.commit` — raw durable one-row commits — and `db.cycle8` — the
 // minimal hand-written lease-8 / ACK-8 loop a hand-rolled delivery engine would run.
 //
-// Both talk to MariaDB directly through mysql2's promise API, 16 connections (the top of the
-// 4–16 sweet spot in ../../shared/perf-notes.md; 64 was slower in every test there), on a
-// fresh database `orbit_bench_db_<pid>` that is dropped afterwards.
+// Both talk to MariaDB directly through mysql2's promise API, 16 connections (the most that
+// keep a 2-core database busy without only adding contention), on a fresh database
+// `orbit_bench_db_<pid>` that is dropped afterwards.
 import { createHash, randomBytes } from "node:crypto";
 import mysql from "mysql2/promise";
 import type { Connection, ResultSetHeader, RowDataPacket } from "mysql2/promise";
@@ -35,7 +35,7 @@ export interface DbCycleResult {
   deliveriesPerSec: number;
   connections: 16;
   batch: 8;
-  /** One lease transaction + one ACK commit for 8 rows, as perf-notes reports it (12.8 / 41 ms). */
+  /** One lease transaction + one ACK commit for 8 rows. */
   batchP50Ms: number;
   batchP99Ms: number;
   seconds: number;
@@ -43,7 +43,7 @@ export interface DbCycleResult {
   runs: number[];
 }
 
-/** quick: one 5 s window; full: three 10 s windows, median (perf-notes' method). */
+/** quick: one 5 s window; full: three 10 s windows, median. */
 function plan(o: BenchOptions): { runs: number; seconds: number } {
   return o.quick ? { runs: 1, seconds: 5 } : { runs: 3, seconds: 10 };
 }
@@ -51,8 +51,8 @@ function plan(o: BenchOptions): { runs: number; seconds: number } {
 /**
  * `db.commit`: each of 16 connections updates its own row in a loop, autocommit, so every
  * statement is one durable commit (innodb_flush_log_at_trx_commit=1). Own rows mean no row
- * lock waits: what is left is the per-commit CPU and the server's group commit —
- * perf-notes: 6,300 commits/s, 2.2 / 9.4 ms at 16 connections ("the commit limit").
+ * lock waits: what is left is the per-commit CPU and the server's group commit — the
+ * commit limit.
  */
 export async function measureDbCommit(o: BenchOptions): Promise<DbCommitResult> {
   return withBenchDatabase(o, async (conns) => {
@@ -77,13 +77,13 @@ export async function measureDbCommit(o: BenchOptions): Promise<DbCommitResult> 
 }
 
 /**
- * `db.cycle8`: what perf-notes found to scale (9,000 deliveries/s, 12.8 / 41 ms per batch):
- * decide which rows to lease from a plain index read, lease them by primary key with a
- * guarded UPDATE checking the affected-row count, and ACK 8 in one statement.
+ * `db.cycle8`: the hand-written loop that scales: decide which rows to lease from a plain
+ * index read, lease them by primary key with a guarded UPDATE checking the affected-row
+ * count, and ACK 8 in one statement.
  *
  * Worker k owns the rows whose id starts with hex digit k (row i gets digit i mod 16), so the
- * 16 workers never contend for a row and no SKIP LOCKED is needed (perf-notes: SKIP LOCKED
- * scans of one head collapse as connections grow).
+ * 16 workers never contend for a row and no SKIP LOCKED is needed (SKIP LOCKED scans of one
+ * head collapse as connections grow).
  */
 export async function measureDbCycle8(o: BenchOptions): Promise<DbCycleResult> {
   return withBenchDatabase(o, async (conns) => {
@@ -124,7 +124,7 @@ export async function measureDbCycle8(o: BenchOptions): Promise<DbCycleResult> {
   });
 }
 
-/** Backlog size: 25,000/s — well over twice perf-notes' 9,000 — times warm-up + window. */
+/** Backlog size: 25,000/s — well above what this loop reaches — times warm-up + window. */
 const MAX_EXPECTED_RATE = 25_000;
 
 async function prefill(conns: Connection[], subscriptionId: string, rows: number): Promise<void> {
@@ -152,8 +152,7 @@ async function leaseAndAck(conn: Connection, subscriptionId: string, digit: stri
   await conn.beginTransaction();
   // The plain indexed read that decides what to lease: a range of deliveries_claim. FORCE
   // INDEX because MariaDB otherwise picks the primary key range for `id LIKE`, which walks
-  // every row the worker already ACKed and so slows down as the run goes on (interleaved
-  // quick runs without it were 20–60 % slower).
+  // every row the worker already ACKed and so slows down as the run goes on.
   const [rows] = await conn.query<RowDataPacket[]>(
     `SELECT id, lease_epoch FROM deliveries FORCE INDEX (deliveries_claim)
       WHERE subscription_id = ? AND state = 'PENDING' AND id LIKE ? ORDER BY id LIMIT ${BATCH}`,

@@ -1,8 +1,8 @@
 // orbit.latency's consumer, in a process of its own (bench/orbit.ts forks one per
 // consumer): it times commit → delivery for each event and ACKs it. In the producers'
 // process a delivery could wait behind their HTTP answers before it was timed; here its
-// own loop does nothing else (its delay is reported: p50 ~0.3, p99 3–7 ms on the busy
-// machine, the 5 ms sampling interval taken off — common.ts loopDelay).
+// own loop does nothing else (its delay is reported, the 5 ms sampling interval taken
+// off — common.ts loopDelay).
 //
 // IPC: argv = [baseUrl, token, subscriptionId]; sends {type: "ready"} once connected and
 // {type: "received", n} every 100 ms; takes {type: "measure-from", at} (ms since the

@@ -1,4 +1,4 @@
-// Orbit's own figures (issue 8): append, drain, commit-to-deliver latency, idle cost.
+// Orbit's own figures: append, drain, commit-to-deliver latency, idle cost.
 // Every figure goes through real `orbit serve` processes over HTTP and WebSocket.
 import { fork } from "node:child_process";
 import path from "node:path";
@@ -65,7 +65,7 @@ export async function measureAppend(o: OrbitBenchOptions) {
       if (c) attempts.push(c.attempt_id);
     });
     // No warm-up of its own (unlike the drain's): the 16,000 submits and claims before the
-    // timed part warm the node's HTTP path; 1,000 completions first measured +0.5 % (3 rounds).
+    // timed part warm the node's HTTP path, and completions first change nothing.
     const pids = { node: node!.pid, mariadb: mariadbPid() };
     const counted = await withDbCounters(o.mysqlUrl, () =>
       withCpu(pids, () => pool(attempts, 16, async (a) => void (await client.completeAttempt(a, { outcome: "succeeded", result: { ok: true } }))), "append"),
@@ -152,11 +152,9 @@ async function drain(url: string, consumers: { token: string; subscriptionId: st
 
 /**
  * Results a drain phase's node delivers, untimed, before its timed drains. A node that has
- * just started runs its claim, frame and ACK paths unoptimised until V8 has seen them run:
- * the first timed drain on a fresh node read 4,053, 4,194 and 5,042 deliveries/s against
- * 4,862, 4,495 and 5,196 after 5,000 delivered first (alternating runs of the same minutes,
- * session 22), and a first drain of 3,000 ran at half the rate of the same drain third on
- * its node. A deployed node is warm; the figures are for one.
+ * just started runs its claim, frame and ACK paths unoptimised until V8 has seen them run,
+ * so the first timed drain on a fresh node reads low. A deployed node is warm; the figures
+ * are for one.
  */
 const WARM_UP_DELIVERIES = 5000;
 
@@ -232,14 +230,14 @@ export async function measureScaling(o: OrbitBenchOptions) {
 
 /**
  * orbit.claim: the claim on its own, on an otherwise idle machine — the floor under
- * orbit.drain's one subscription. The spec allows one claim in flight per application and
- * a claim gives a connection at most its 8 free write slots, so 4 connections take at most
- * 32 per claim and drain at most 32 / (claim + the frames' turn) per second, however fast
- * the rest is. Measured in this process against the database directly (the
- * engine's own claim(), its own pool settings), one subscription per round with 1,000
- * results: the first claim also materialises the 1,000 (timed apart), then claims of
- * 4 seats × 8 until the backlog is gone; between claims the leases are ACKed by a plain
- * UPDATE, outside the timing, so every seat has room again.
+ * orbit.drain's one subscription. docs/protocol.md §5 allows one claim in flight per
+ * application and a claim gives a connection at most its 8 free write slots, so 4
+ * connections take at most 32 per claim and drain at most 32 / (claim + the frames' turn)
+ * per second, however fast the rest is. Measured in this process against the database
+ * directly (the engine's own claim(), its own pool settings), one subscription per round
+ * with 1,000 results: the first claim also materialises the 1,000 (timed apart), then
+ * claims of 4 seats × 8 until the backlog is gone; between claims the leases are ACKed by a
+ * plain UPDATE, outside the timing, so every seat has room again.
  */
 export async function measureClaimFloor(o: OrbitBenchOptions) {
   const rounds = o.quick ? 3 : 8;
@@ -339,17 +337,17 @@ async function startConsumer(baseUrl: string, token: string, subscriptionId: str
 }
 
 /**
- * orbit.latency: commit-to-deliver at a steady `rate` results/s (the issue's 500), with a
- * consumer on the same node, on another node, or both at once (each its own subscription).
- * Both nodes run on this one 2-core machine: with both consumers at once the other node's
- * deliveries take cores the same node's would have on a machine of its own, so each is
- * also measured alone.
+ * orbit.latency: commit-to-deliver at a steady `rate` results/s (500 by default, the goals'
+ * rate), with a consumer on the same node, on another node, or both at once (each its own
+ * subscription). Both nodes run on this one 2-core machine: with both consumers at once the
+ * other node's deliveries take cores the same node's would have on a machine of its own, so
+ * each is also measured alone.
  */
 export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers: readonly LatencyConsumer[] = ["same", "other"]) {
   const seconds = o.quick ? 6 : 20;
-  // The first seconds at 500/s are a ramp (the nodes' JIT, MariaDB's buffers): measured
-  // in quick runs, p99 per 300 results fell from ~75 ms to ~40-50 ms after 2-3 s. They are
-  // produced but not counted, as db.* measurements skip their first second.
+  // The first seconds at 500/s are a ramp (the nodes' JIT, MariaDB's buffers) with a higher
+  // p99 than what follows. They are produced but not counted, as db.* measurements skip
+  // their first second.
   const warmupSeconds = o.quick ? 2 : 3;
   return withNodes(o, "latency", 2, async (db, [a, b]) => {
     const cred = bootstrap(db, "bench", "latency", ["q"]);
@@ -373,8 +371,8 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers
       for (const c of running) c.measureFrom(t0 + warmupSeconds * 1000);
       // Open loop: each completion starts at its due time, whatever the others are doing (at
       // most MAX_PRODUCING at once). A fixed set of 16 producers each waiting for its last
-      // completion fell behind on a busy machine and measured at ~200-400/s while claiming
-      // 500/s; the achieved rate is reported beside the figures.
+      // completion falls behind on a busy machine and produces well under the rate it
+      // claims; the achieved rate is reported beside the figures.
       let finished = 0;
       let lastDone = t0;
       const produce = async () => {
@@ -400,7 +398,7 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers
         ...(started.other ? { consumerOther: started.other.pid } : {}),
       };
       const run = () => withDbCounters(o.mysqlUrl, () => withCpu(pids, async () => { await produce(); await settle(); }, `latency-${rate}-${consumers.join("-")}`));
-      // The producers' event loop: its delay no longer reaches the consumers' figures (each
+      // The producers' event loop: its delay does not reach the consumers' figures (each
       // consumer reports its own beside them).
       const loop = loopDelay();
       const claimsA = await withClaimStats(a!.url, () => withClaimStats(b!.url, run));

@@ -67,7 +67,7 @@ export async function withProfile<T>(pids: Record<string, number | undefined>, l
   } finally {
     // Every inspector is closed whatever happens to a profile: a node still attached to
     // one does not exit when stopped ("Waiting for the debugger to disconnect"), and the
-    // run hung on it when the directory was missing.
+    // run would hang on it (say, when the directory is missing).
     mkdirSync(PROFILE_DIR, { recursive: true });
     for (const { key, pid, inspector } of open) {
       try {

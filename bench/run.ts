@@ -1,4 +1,4 @@
-// npm run bench [-- --quick]: every figure of issue 8 in one run, side by side — the
+// npm run bench [-- --quick]: every figure of bench/README.md in one run, side by side — the
 // database's own limits, a peer broker, and Orbit — then the ratios against the goals.
 // Prints a table and writes bench/results/latest.json. A benchmark, not a test: it never
 // fails on timing (only on errors).
@@ -36,7 +36,7 @@ const append = await step("orbit.append", () => measureAppend(o));
 const drain = await step("orbit.drain", () => measureDrain(o));
 const scaling = await step("orbit.scaling", () => measureScaling(o));
 const claimFloor = await step("orbit.claim", () => measureClaimFloor(o));
-// The issue's two topologies, each in a run of its own (the goals), then both at once: on
+// The goals' two latency topologies, each in a run of its own (the goals), then both at once: on
 // this one machine the other node's deliveries take cores from the same node's.
 const latencySame = await step("orbit.latency.same", () => measureLatency(o, 500, ["same"]));
 const latencyOther = await step("orbit.latency.other", () => measureLatency(o, 500, ["other"]));

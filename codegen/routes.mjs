@@ -101,7 +101,7 @@ export function emitRoutes(openapi) {
     " * What a handler receives. Path and query are validated before the handler runs;",
     " * the body (and the Idempotency-Key) are read and validated only when the handler",
     " * asks, after its scope checks, so that the order of checks is 401 → 403 → 404 →",
-    " * 400 → 409 (spec decision 5).",
+    " * 400 → 409 (docs/protocol.md §1).",
     " */",
     "export interface HandlerRequest<K extends HttpOperationId> {",
     '  readonly path: OperationTypes[K]["path"];',

@@ -1,5 +1,5 @@
 // ajv standalone validators. Strict, no coercion, no defaults, no removal of extras:
-// a body with an unknown field is rejected, never silently trimmed (style habit 3).
+// a body with an unknown field is rejected, never silently trimmed (docs/protocol.md §1).
 import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import standaloneCode from "ajv/dist/standalone/index.js";

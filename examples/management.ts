@@ -1,6 +1,7 @@
-// The management example (spec §8): create, read, pause, resume, and a replay that shows
-// idempotency. No consumer. Run: npm run example:management (next to a running node).
-// Every step checks the answer it shows: an unexpected one throws, and the example exits 1.
+// The management example (docs/protocol.md §8): create, read, pause, resume, and a replay
+// that shows idempotency. No consumer. Run: npm run example:management (next to a running
+// node). Every step checks the answer it shows: an unexpected one throws, and the example
+// exits 1.
 import { OrbitApiError } from "orbit";
 import { say, setup } from "./lib/setup.js";
 
@@ -28,7 +29,7 @@ const paused = await client.configureSubscription(current.id, `pause-${run}`, {
 say(`paused: enabled=${paused.subscription.enabled} revision ${paused.subscription.revision}`);
 expect(!paused.subscription.enabled && paused.subscription.revision === "2", "the pause moves the revision 1 → 2");
 
-// Resume with a new key and the revision a read returns (spec §3): a write's receipt is
+// Resume with a new key and the revision a read returns (docs/protocol.md §3): a write's receipt is
 // the state it made, and a replayed one (deduplicated) may be long out of date.
 const beforeResume = await client.getSubscription(current.id);
 say(`read back: enabled=${beforeResume.enabled} revision ${beforeResume.revision}`);

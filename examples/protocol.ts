@@ -1,4 +1,4 @@
-// The protocol example over raw `ws` (spec §5-7): receive a delivery, ACK it, drop the
+// The protocol example over raw `ws` (docs/protocol.md §5-7): receive a delivery, ACK it, drop the
 // connection before reading the reply, reconnect with a new session and re-send the
 // same ACK: the answer is deduplicated=true with the original acknowledged_at.
 // Run: npm run example:protocol (next to a running node).
@@ -24,8 +24,8 @@ interface Waiter {
 function open(): Promise<{ ws: WebSocket; next: (type: string) => Promise<any> }> {
   const ws = new WebSocket(`${baseUrl.replace(/^http/, "ws")}/v1/events/connect`, ["orbit.events.v1"], {
     headers: { Authorization: `Bearer ${token}` },
-    // Spec §5: no compression (ws offers permessage-deflate unless told not to; the node
-    // would decline it), and frames of at most 512 KiB.
+    // docs/protocol.md §5: no compression (ws offers permessage-deflate unless told not to;
+    // the node would decline it), and frames of at most 512 KiB.
     perMessageDeflate: false,
     maxPayload: 512 * 1024,
     handshakeTimeout: WAIT_MS,

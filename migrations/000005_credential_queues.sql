@@ -1,5 +1,5 @@
 -- A credential's queue scope: the queues it was created for. Anything outside it is
--- NOT_FOUND to that credential (platform.md).
+-- NOT_FOUND to that credential (docs/tasks.md).
 CREATE TABLE IF NOT EXISTS credential_queues (
   credential_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   queue_id      CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,

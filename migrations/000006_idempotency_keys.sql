@@ -1,4 +1,4 @@
--- Idempotency of management writes (spec §2 decision): a key is scoped to
+-- Idempotency of management writes (docs/protocol.md §1-2): a key is scoped to
 -- (credential, operation kind). The row is inserted first in the write's own
 -- transaction, so a concurrent request with the same key waits on it and then replays;
 -- request_digest is SHA-256 of the canonical content; response_data is the original

@@ -1,4 +1,4 @@
--- Tasks (platform.md). input and result are the exact JSON text the client sent, so
+-- Tasks (docs/tasks.md). input and result are the exact JSON text the client sent, so
 -- numbers keep their precision. current_attempt_id / lease_until describe the running
 -- attempt; queued_at orders claims (oldest first, requeued tasks go to the back).
 CREATE TABLE IF NOT EXISTS tasks (

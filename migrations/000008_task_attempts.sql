@@ -1,6 +1,6 @@
 -- One row per claim of a task. ended_by records the call that ended the attempt
 -- (complete / requeue) with its canonical body, so that repeating exactly that call on
--- the now stale attempt answers 200 and writes nothing (platform.md).
+-- the now stale attempt answers 200 and writes nothing (docs/tasks.md).
 CREATE TABLE IF NOT EXISTS task_attempts (
   id          CHAR(32)    CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   task_id     CHAR(32)    CHARACTER SET ascii COLLATE ascii_bin NOT NULL,

@@ -1,8 +1,8 @@
--- The result log (platform.md, spec §6 event shape). A task transition inserts its
--- event in the same transaction, with sequence NULL; the sequencer then numbers
+-- The result log (docs/tasks.md; the event shape of docs/protocol.md §6). A task transition
+-- inserts its event in the same transaction, with sequence NULL; the sequencer then numbers
 -- committed events in one short transaction per batch (see domain/result-log.ts), so
--- producers never serialise on a per-namespace lock held through their commit.
--- ticket is only the physical insert order. details and snapshot are JSON text.
+-- producers never serialise on a per-namespace lock held through their commit. ticket is
+-- only the physical insert order. details and snapshot are JSON text.
 CREATE TABLE IF NOT EXISTS result_events (
   ticket             BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   id                 CHAR(32)        CHARACTER SET ascii COLLATE ascii_bin NOT NULL,

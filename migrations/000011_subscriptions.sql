@@ -1,4 +1,4 @@
--- Result subscriptions (spec §2-3), bound forever to the credential that created them
+-- Result subscriptions (docs/protocol.md §2-3), bound forever to the credential that created them
 -- and to one queue. revision is the configuration revision: only configure bumps it.
 -- cursor_sequence: how far the result log has been scanned and deliveries created.
 -- pending_count is not stored: it is counted from deliveries (at most max_pending + the

@@ -1,7 +1,7 @@
--- One delivery per (subscription, event): its id never changes across re-sends (spec §4).
--- lease_secret_digest is SHA-256 of the 32-byte secret sent once in event.deliver; it is
--- kept after the ACK so that a replayed ACK with the same proof is recognised.
--- session_id binds a lease to the event connection that holds it (capacity).
+-- One delivery per (subscription, event): its id never changes across re-sends
+-- (docs/protocol.md §4). lease_secret_digest is SHA-256 of the 32-byte secret sent once in
+-- event.deliver; it is kept after the ACK so that a replayed ACK with the same proof is
+-- recognised. session_id binds a lease to the event connection that holds it (capacity).
 CREATE TABLE IF NOT EXISTS deliveries (
   id                  CHAR(32)        CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   subscription_id     CHAR(32)        CHARACTER SET ascii COLLATE ascii_bin NOT NULL,

@@ -1,4 +1,4 @@
--- Audit of operations on subscriptions and deliveries (issue 4, spec §3-4, §6): who
+-- Audit of operations on subscriptions and deliveries (docs/protocol.md §3-4, §6): who
 -- (credential), when, what (action and its arguments as JSON text), why (reason), and
 -- the revisions before and after. Configure, retry and the first valid ACK write one.
 CREATE TABLE IF NOT EXISTS audit_records (

@@ -1,4 +1,4 @@
--- Event connections (spec §5): one row per bound WebSocket session, with the capacity
+-- Event connections (docs/protocol.md §5): one row per bound WebSocket session, with the capacity
 -- its hello declared. Claims count a session's LEASED deliveries against this capacity
 -- inside their transaction. A closed session keeps its row and its leases: leases are
 -- recovered by later claims, never deleted on disconnect.

@@ -1,6 +1,6 @@
--- A connection's held count (capacity) no longer needs an index of its own. Each lease
--- wrote an entry of deliveries_session (session_id, state) and each ACK or recovery moved
--- it again; every one of them also rewrites deliveries_expiry, because state and
+-- A connection's held count (capacity) needs no index of its own. With deliveries_session
+-- (session_id, state), each lease writes an entry and each ACK or recovery moves it
+-- again; every one of them also rewrites deliveries_expiry, because state and
 -- lease_until change with it. With session_id at the end of deliveries_expiry, the
 -- claim counts the held leases of its connections from the subscription's LEASED entries
 -- (at most max_pending <= 1000), reading the index alone (src/db/queries/subscriptions.ts).

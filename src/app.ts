@@ -1,5 +1,5 @@
 // buildApp(deps): the Koa application, with no listening socket and no process
-// handling (style habit 13); src/server.ts and the CLI do those.
+// handling, so tests can build it in-process; src/server.ts and the CLI do those.
 import Koa from "koa";
 import type { Pool } from "./db/types.js";
 import { describeError, type Logger } from "./log/index.js";

@@ -1,5 +1,5 @@
 // A running node: pool, migrations, the HTTP listener with the WebSocket upgrade path,
-// and an ordered, idempotent, time-boxed shutdown (style habit 14).
+// and an ordered, idempotent, time-boxed shutdown.
 import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
@@ -46,7 +46,7 @@ export const ANSWER_DEADLINE_MS = 60_000;
 /**
  * 10 s on the claim and ACK pools: their statements are a claim's or an ACK batch's 2-3
  * round trips (milliseconds; bench/README.md), and a claim holds its application's only
- * claim slot (spec §5), so a dead connection must not keep it a minute. Under the 30 s
+ * claim slot (docs/protocol.md §5), so a dead connection must not keep it a minute. Under the 30 s
  * default lease: the consumer is told UNAVAILABLE (1013) and reconnects well before the
  * leases it holds run out.
  */
@@ -75,8 +75,8 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   const pool = createPool(config.databaseUrl, config.dbPoolSize, undefined, ANSWER_DEADLINE_MS);
   let closing = false;
   // The sequencer numbers what every request committed, and nothing is delivered before
-  // it: on the main pool its transaction queued behind the requests in flight (measured at
-  // 250 results/s offered: 43 numbering runs in 8 s, ~190 ms apart, the latency's p50).
+  // it: on the main pool its transaction would queue behind the requests in flight, and
+  // that wait would be most of a result's latency.
   const sequencerPool = createPool(config.databaseUrl, SEQUENCER_POOL_SIZE, undefined, ANSWER_DEADLINE_MS);
   const services = createServices(pool, sequencerPool, log, config.workerLeaseMs);
   const app = buildApp({ pool, services, log, requestTimeoutMs: config.requestTimeoutMs });
@@ -120,12 +120,12 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     writeRawError(socket, "INVALID_ARGUMENT");
   });
   // Claims get a pool of their own, as large as the claim pool, so that slow claim SQL
-  // never holds up ACKs, pings and hellos (spec §5). Only claims run there, so their
+  // never holds up ACKs, pings and hellos (docs/protocol.md §5). Only claims run there, so their
   // session settings are made once per connection (ENGINE_SESSION).
   const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, ENGINE_SESSION, ENGINE_ANSWER_DEADLINE_MS);
   // ACKs get theirs too: behind 16 busy HTTP requests on the main pool an ACK's commit
-  // waited for a connection, its connection's capacity stayed taken, and deliveries on a
-  // node that also takes appends lagged (bench orbit.latency, same node). Only ACK
+  // would wait for a connection, its connection's capacity stay taken, and deliveries on
+  // a node that also takes appends lag (bench orbit.latency, same node). Only ACK
   // transactions run there: ENGINE_SESSION as for claims.
   const ackPool = createPool(config.databaseUrl, ACK_POOL_SIZE, ENGINE_SESSION, ENGINE_ANSWER_DEADLINE_MS);
   const hub = new EventHub({
@@ -181,7 +181,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         closing = true;
         for (const res of unsent) if (!res.headersSent) res.setHeader("Connection", "close");
         unsent.clear();
-        // Stop accepting first (spec: "stops accepting, closes event connections …"):
+        // Stop accepting first, then close the event connections:
         // no new connection is taken while the event connections close (up to 2 s);
         // requests on open keep-alive connections are answered with Connection: close.
         const done = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,10 +1,10 @@
-// The MySQL Inbox consumer (spec §6, §8): for every delivered event, ONE local
+// The MySQL Inbox consumer (docs/protocol.md §6, §8): for every delivered event, ONE local
 // transaction inserts event.id into an inbox table (unique key) together with the
 // business effect, and commits; only then does the SDK ACK. A duplicate delivery (after
 // a crash, a lost ACK answer, an expired lease) finds the event in the inbox, skips the
 // effect and is ACKed with its new proof. Killing this process at any moment loses
 // nothing and applies nothing twice. At a stop it saves the proofs whose ACK was not
-// confirmed, and the next run ACKs with them (spec §7).
+// confirmed, and the next run ACKs with them (docs/protocol.md §7).
 //
 // Environment: ORBIT_URL, ORBIT_TOKEN, SUBSCRIPTION_ID, INBOX_DATABASE_URL
 // (default mysql://root@127.0.0.1:3306/orbit_inbox_example), CAPACITY (default 8).
@@ -31,7 +31,7 @@ export async function openInbox(url = INBOX_URL): Promise<mysql.Pool> {
   // The business effect: a counter per outcome. Not idempotent by itself, on purpose.
   await pool.query(`CREATE TABLE IF NOT EXISTS outcome_totals (
     state VARCHAR(16) NOT NULL PRIMARY KEY, n BIGINT UNSIGNED NOT NULL) ENGINE = InnoDB`);
-  // ACK proofs whose answer never came, saved at stop for the next run (spec §7).
+  // ACK proofs whose answer never came, saved at stop for the next run (protocol §7).
   await pool.query(`CREATE TABLE IF NOT EXISTS unconfirmed_proofs (
     subscription_id CHAR(32) NOT NULL, delivery_id CHAR(32) NOT NULL, epoch VARCHAR(20) NOT NULL,
     lease_secret CHAR(43) NOT NULL, PRIMARY KEY (subscription_id, delivery_id)) ENGINE = InnoDB`);
@@ -108,14 +108,15 @@ async function main(): Promise<void> {
 }
 
 async function consume(pool: mysql.Pool, baseUrl: string, token: string, subscriptionId: string): Promise<void> {
-  // Spec §7: a client closing first finishes its own durable save and saves its
-  // un-reconciled ACK proofs, then closes. An event whose effect this run committed but whose ACK went
-  // unanswered is ACKed with its saved proof as soon as the next run connects, instead of
-  // being delivered again when its lease runs out (30 s by default), an attempt of its
-  // budget spent. A SIGKILL saves nothing and loses nothing: the delivery comes back and
-  // the inbox skips it. A proof replaced meanwhile is answered DELIVERY_LEASE_LOST and
-  // dropped by the SDK; the redelivery carries the new one. A saved row the SDK refuses
-  // (edited by hand) ends the run before it connects and stays for an operator to read.
+  // docs/protocol.md §7: a client closing first finishes its own durable save and saves its
+  // un-reconciled ACK proofs, then closes. An event whose effect this run committed but
+  // whose ACK went unanswered is ACKed with its saved proof as soon as the next run
+  // connects, instead of being delivered again when its lease runs out (30 s by default),
+  // an attempt of its budget spent. A SIGKILL saves nothing and loses nothing: the delivery
+  // comes back and the inbox skips it. A proof replaced meanwhile is answered
+  // DELIVERY_LEASE_LOST and dropped by the SDK; the redelivery carries the new one. A saved
+  // row the SDK refuses (edited by hand) ends the run before it connects and stays for an
+  // operator to read.
   const consumer = new Consumer({
     proofs: await loadProofs(pool, subscriptionId),
     baseUrl,
@@ -128,8 +129,8 @@ async function consume(pool: mysql.Pool, baseUrl: string, token: string, subscri
       process.stdout.write(`${fresh ? "applied" : "duplicate, skipped"} ${event.id} #${event.sequence} ${event.type}\n`);
     },
   }).start();
-  // At a stop the proofs are saved before the connection closes (spec §7, the original:
-  // 保存未核对 ACK 的证明，再关闭连接); a failed save is stop()'s rejection, thrown here.
+  // At a stop the proofs are saved before the connection closes (protocol §7: save the
+  // unconfirmed ACK proofs, then close); a failed save is stop()'s rejection, thrown here.
   let stopping: Promise<unknown> | undefined;
   const stop = () => {
     stopping ??= consumer.stop({ deadlineMs: 5000, saveProofs: (proofs) => saveProofs(pool, subscriptionId, proofs) });

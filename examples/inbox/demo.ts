@@ -25,8 +25,8 @@ const count = async () => Number(((await inbox.query("SELECT COUNT(*) AS n FROM 
 
 /**
  * Every wait ends (examples/README: "exit 1 if any event is missing"): the inbox reaches n,
- * or the consumer exits first, or the deadline passes — a dead consumer or a lost event
- * used to keep the demo polling for ever. The deadline leaves room for the leases the
+ * or the consumer exits first, or the deadline passes — so a dead consumer or a lost
+ * event cannot keep the demo polling for ever. The deadline leaves room for the leases the
  * killed consumer held (30 s by default) to run out and come back.
  */
 const DEADLINE_MS = Number(process.env.INBOX_DEADLINE_MS ?? 120_000);
@@ -46,7 +46,7 @@ const inboxReaches = (n: number, consumer: ChildProcess) => reaches(n, count, "e
  * The node has every delivery ACKED (at most 100 listed). An event the killed consumer
  * applied but never got to ACK is in the inbox already: it comes back when its lease runs
  * out, the inbox skips it, and only then is it ACKED. Stopping the consumer as soon as the
- * inbox was full left that one un-ACKed (seen: 19 of 20 when the kill came at 20 events).
+ * inbox is full would leave that one un-ACKed.
  */
 const ackedCount = async () => (await client.listEventDeliveries(sub.subscription.id, { state: "ACKED", limit: 100 })).items.length;
 const ackedReaches = (n: number, consumer: ChildProcess) => reaches(n, ackedCount, "deliveries ACKED", consumer);

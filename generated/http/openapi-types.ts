@@ -130,7 +130,7 @@ export interface paths {
         };
         /**
          * Open an event connection (WebSocket upgrade)
-         * @description Opens the event connection of one result subscription (spec §5-7). The upgrade is served
+         * @description Opens the event connection of one result subscription (docs/protocol.md §5-7). The upgrade is served
          *     by the WebSocket layer; frames are defined in `events.schema.json`
          *     (`$defs/clientFrame`, `$defs/serverFrame`).
          *
@@ -511,8 +511,8 @@ export interface components {
          */
         DeliveryState: "PENDING" | "LEASED" | "ACKED" | "EXPIRED";
         /**
-         * @description Machine-readable error code. HTTP status and WebSocket behaviour of each code (spec §7, plus
-         *     Orbit's own transport codes, marked "Orbit"):
+         * @description Machine-readable error code. HTTP status and WebSocket behaviour of each code (docs/protocol.md
+         *     §7, plus Orbit's own transport codes, marked "Orbit"):
          *
          *     - INVALID_ARGUMENT: HTTP 400. A malformed or out-of-range field, unknown field, case-variant
          *       alias, duplicate JSON key, non-JSON body, unknown/repeated/forbidden query parameter, missing,
@@ -632,7 +632,7 @@ export interface components {
             items: components["schemas"]["Subscription"][];
             next_cursor?: components["schemas"]["Cursor"];
         };
-        /** @description One result event materialised for one subscription (spec §4). Its id never changes across re-sends. `lease_until` is present exactly when state is LEASED and `acknowledged_at` exactly when state is ACKED. */
+        /** @description One result event materialised for one subscription (docs/protocol.md §4). Its id never changes across re-sends. `lease_until` is present exactly when state is LEASED and `acknowledged_at` exactly when state is ACKED. */
         EventDelivery: {
             /** @description Delivery id; the same for every re-send of this event to this subscription. */
             id: components["schemas"]["Id"];
@@ -658,7 +658,7 @@ export interface components {
             /** @description Time of the first valid ACK. Present only when state is ACKED. */
             acknowledged_at?: components["schemas"]["Timestamp"];
         } & (unknown & unknown);
-        /** @description An immutable result event of the namespace's result log, as delivered to subscriptions (spec §6). `details.state` and `snapshot.state` are the task state the event's type names (task.succeeded → SUCCEEDED, task.failed → FAILED, task.cancelled → CANCELLED, task.needs_review → NEEDS_REVIEW). It never contains task input or delivery secrets. */
+        /** @description An immutable result event of the namespace's result log, as delivered to subscriptions (docs/protocol.md §6). `details.state` and `snapshot.state` are the task state the event's type names (task.succeeded → SUCCEEDED, task.failed → FAILED, task.cancelled → CANCELLED, task.needs_review → NEEDS_REVIEW). It never contains task input or delivery secrets. */
         ResultEvent: {
             /** @description Event id: the unique key a consumer's Inbox dedupes on. */
             id: components["schemas"]["Id"];

@@ -63,7 +63,7 @@ export type ReplyTo = string;
  */
 export type Timestamp = string;
 /**
- * One result event materialised for one subscription (spec §4). Its id never changes across re-sends. `lease_until` is present exactly when state is LEASED and `acknowledged_at` exactly when state is ACKED.
+ * One result event materialised for one subscription (docs/protocol.md §4). Its id never changes across re-sends. `lease_until` is present exactly when state is LEASED and `acknowledged_at` exactly when state is ACKED.
  *
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
  * via the `definition` "EventDelivery".
@@ -77,7 +77,7 @@ export type EventDelivery = EventDelivery1;
  */
 export type DeliveryState = "PENDING" | "LEASED" | "ACKED" | "EXPIRED";
 /**
- * An immutable result event of the namespace's result log, as delivered to subscriptions (spec §6). `details.state` and `snapshot.state` are the task state the event's type names (task.succeeded → SUCCEEDED, task.failed → FAILED, task.cancelled → CANCELLED, task.needs_review → NEEDS_REVIEW). It never contains task input or delivery secrets.
+ * An immutable result event of the namespace's result log, as delivered to subscriptions (docs/protocol.md §6). `details.state` and `snapshot.state` are the task state the event's type names (task.succeeded → SUCCEEDED, task.failed → FAILED, task.cancelled → CANCELLED, task.needs_review → NEEDS_REVIEW). It never contains task input or delivery secrets.
  *
  * This interface was referenced by `OrbitFrames`'s JSON-Schema
  * via the `definition` "ResultEvent".
@@ -107,8 +107,8 @@ export type TaskState =
  */
 export type Uint64String = string;
 /**
- * Machine-readable error code. HTTP status and WebSocket behaviour of each code (spec §7, plus
- * Orbit's own transport codes, marked "Orbit"):
+ * Machine-readable error code. HTTP status and WebSocket behaviour of each code (docs/protocol.md
+ * §7, plus Orbit's own transport codes, marked "Orbit"):
  *
  * - INVALID_ARGUMENT: HTTP 400. A malformed or out-of-range field, unknown field, case-variant
  *   alias, duplicate JSON key, non-JSON body, unknown/repeated/forbidden query parameter, missing,
@@ -184,7 +184,7 @@ export type ErrorCode =
   | "NOT_IMPLEMENTED";
 
 /**
- * Frames of the WebSocket opened by GET /v1/events/connect with subprotocol orbit.events.v1 (subscriptions.md §5-7). `$defs/clientFrame` constrains client → server frames, `$defs/serverFrame` server → client frames; the root accepts either. EventDelivery and ResultEvent are identical to the components of the same name in openapi.yaml. The schema does not replace authorization, state machine, lease and transaction checks; at run time the server also rejects duplicate JSON keys, out-of-range uint64 and non-canonical base64url.
+ * Frames of the WebSocket opened by GET /v1/events/connect with subprotocol orbit.events.v1 (docs/protocol.md §5-7). `$defs/clientFrame` constrains client → server frames, `$defs/serverFrame` server → client frames; the root accepts either. EventDelivery and ResultEvent are identical to the components of the same name in openapi.yaml. The schema does not replace authorization, state machine, lease and transaction checks; at run time the server also rejects duplicate JSON keys, out-of-range uint64 and non-canonical base64url.
  */
 export interface OrbitFrames {
   client?: ClientFrame;

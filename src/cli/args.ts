@@ -19,7 +19,7 @@ export function parse(argv: string[], options: NonNullable<ParseArgsConfig["opti
     });
     values = parsed.values as ArgValues;
     // parseArgs keeps the last of a repeated single-value option: `--namespace a
-    // --namespace b` bootstrapped b without a word. Repeated, it is ambiguous.
+    // --namespace b` would bootstrap b without a word. Repeated, it is ambiguous.
     const seen = new Set<string>();
     for (const t of parsed.tokens) {
       if (t.kind !== "option" || options[t.name]?.multiple) continue;

@@ -8,7 +8,7 @@ import { parse, str, UsageError } from "./args.js";
 const HELP = `Usage: orbit events --namespace NAME [--after SEQUENCE] [--limit N]
 
 Prints the namespace's committed result events with a sequence above SEQUENCE (default
-0), oldest first, one JSON object per line in the event shape of subscriptions.md §6
+0), oldest first, one JSON object per line in the event shape of docs/protocol.md §6
 (task.requeued events included; subscriptions never deliver those). At most N lines
 (default 100, at most 10000). An operator's view of the log, read-only.
 `;

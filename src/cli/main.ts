@@ -26,7 +26,7 @@ Commands:
   listen      consume a subscription in the terminal: one JSON line per event
 
 Run "orbit <command> --help" for a command's options. Configuration comes from the
-environment (ORBIT_DATABASE_URL, ORBIT_HOST, ORBIT_PORT, ...; see README.md).
+environment (ORBIT_DATABASE_URL, ORBIT_HOST, ORBIT_PORT, ...; see docs/configuration.md).
 `;
 
 const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {

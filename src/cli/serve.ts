@@ -32,7 +32,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const log = jsonLogger();
   // A log reader that goes away (a collector restarting, `orbit serve | head`) must not take
   // the node down: a write to a closed stdout fails with EPIPE, emitted as an 'error' event
-  // that, unhandled, crashed the process with a stack trace. From then on log lines are
+  // that, unhandled, would crash the process with a stack trace. From then on log lines are
   // dropped and the node keeps serving.
   process.stdout.on("error", () => undefined);
   // Signals are handled from the start, so one that arrives while the node is still
@@ -48,7 +48,7 @@ export async function runServe(argv: string[]): Promise<number> {
     }
     log.log("info", "shutting down", { signal: sig });
     // The whole shutdown is time-boxed: a database that stops answering never returns the
-    // statements of a claim, an ACK, a periodic job or the pool's end, and the node waited
+    // statements of a claim, an ACK, a periodic job or the pool's end, and the node would wait
     // for them for good. Unref'd: an orderly shutdown exits as soon as it is done.
     setTimeout(() => {
       log.log("warn", "shutdown deadline passed: exiting", { deadline_ms: SHUTDOWN_DEADLINE_MS });

@@ -1,5 +1,5 @@
 // Configuration, read once from the environment, validated and frozen
-// (platform.md "Configuration and process"). Only the entry point calls loadConfig;
+// (docs/configuration.md). Only the entry point calls loadConfig;
 // everything else receives the frozen object.
 import { DEFAULT_DB_POOL_SIZE, MANAGEMENT_TIMEOUT_MS, SEQUENCER_SWEEP_MS } from "./limits.js";
 
@@ -45,8 +45,8 @@ export function parseRetention(raw: string | undefined): number | undefined {
 }
 
 /**
- * The driver decodes the user, password and database name: a malformed escape there made
- * every command fail with a bare "URI malformed". Never echoes the URL (its password).
+ * The driver decodes the user, password and database name: a malformed escape there would
+ * fail every command with a bare "URI malformed". Never echoes the URL (its password).
  */
 function checkPercentEncoding(databaseUrl: string): void {
   let u: URL;

@@ -1,10 +1,11 @@
-// Every limit the spec names, in one place (platform.md "Configuration and process").
+// Every limit of the protocol (docs/protocol.md, whose sections the §N below cite) and
+// of tasks (docs/tasks.md), in one place.
 // Timings that tests shorten live in config/index.ts; these never change at run time.
 
 /** §1: JSON bodies, and §5: WebSocket frames, at most 512 KiB. */
 export const MAX_BODY_BYTES = 512 * 1024;
 export const MAX_FRAME_BYTES = 512 * 1024;
-/** platform.md: task input, measured on the request's `input` as sent. */
+/** docs/tasks.md: task input, measured on the request's `input` as sent. */
 export const MAX_TASK_INPUT_BYTES = 256 * 1024;
 /**
  * openapi.yaml: a task's result, measured as the JSON string that carries it (task.result,
@@ -28,14 +29,14 @@ export const CLAIMS_PER_SCAN_ROUND = 4;
 export const MIN_CAPACITY = 1;
 export const MAX_CAPACITY = 32;
 /**
- * HTTP requests of one connection in processing at once (README "HTTP rules"): a client
+ * HTTP requests of one connection in processing at once (docs/http.md, "Deadlines and limits per connection"): a client
  * may pipeline, and Node starts every request it parses while no answer is written yet.
  */
 export const HTTP_REQUESTS_PER_CONNECTION = 4;
 /** §7: heartbeat the server advertises; the write timeout. */
 export const HEARTBEAT_INTERVAL_MS = 15000;
 export const WRITE_TIMEOUT_MS = 5000;
-/** platform.md: a claim long-polls at most 20 s. */
+/** docs/tasks.md: a claim long-polls at most 20 s. */
 export const MAX_CLAIM_WAIT_MS = 20000;
 /** JSON nesting accepted in bodies and frames; deep enough for any real task input. */
 export const MAX_JSON_DEPTH = 256;
@@ -43,7 +44,7 @@ export const MAX_JSON_DEPTH = 256;
 export const ACK_POOL_SIZE = 4;
 /** So does its sequencer: one run per namespace at a time, 2 namespaces at once. */
 export const SEQUENCER_POOL_SIZE = 2;
-/** perf-notes.md: 4–16 connections on 2 cores; 64 was slower in every test. */
+/** A few connections keep a 2-core database busy; many more only add contention. */
 export const DEFAULT_DB_POOL_SIZE = 8;
 /**
  * The sweep that numbers events whose numbering no pass started (their node died between

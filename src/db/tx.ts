@@ -28,7 +28,7 @@ export function isRetryable(e: unknown): boolean {
  * The database is not there yet: not created (ER_BAD_DB_ERROR) or not migrated
  * (ER_NO_SUCH_TABLE) — a node started with --no-migrate before the deploy's migrate step.
  * Not ready is a 503 like a database that does not answer, on every route and on the
- * event connection: it answered 500 INTERNAL, which a load balancer reads as a broken node.
+ * event connection, not a 500 INTERNAL, which a load balancer reads as a broken node.
  */
 const NOT_THERE_YET_CODES = new Set(["ER_BAD_DB_ERROR", "ER_NO_SUCH_TABLE"]);
 
@@ -68,10 +68,9 @@ const selfCommitted = new WeakSet<object>();
 /**
  * A transaction on a pool with several statements per round trip (SessionMode) holds back
  * what needs no answer — its opening (isolation, START TRANSACTION) and deferred writes —
- * and sends it with its next statement or its COMMIT. A completion was 6 round trips and
- * is 2 (its writes go with COMMIT: commitAll; bench/README.md); measured on this machine
- * kind, the same 5-statement transaction in 2 round trips instead of 6 cost MariaDB ~35 %
- * and the client ~50 % less CPU.
+ * and sends it with its next statement or its COMMIT. A completion is 2 round trips, not
+ * 6 (its writes go with COMMIT: commitAll), and fewer round trips cost both MariaDB and
+ * the client markedly less CPU (bench/README.md).
  */
 interface Pipeline {
   readonly conn: PoolConnection;

@@ -15,8 +15,8 @@ import { toWireTask, type TaskWire } from "./task-state.js";
 import { endAttemptCalls, type AttemptCallInput, type AttemptCallOutcome } from "./worker.js";
 
 /**
- * Batches in flight at once: while one commits, the next gathers. 2 measured best for
- * 16 workers (orbit.append); each holds one connection of the main pool.
+ * Batches in flight at once: while one commits, the next gathers. 2 suits orbit.append's
+ * 16 workers best (bench/README.md); each holds one connection of the main pool.
  */
 const BATCHES_IN_FLIGHT = 2;
 /** Calls per batch at most: one locked read of this many attempts, ~3 writes each. */

@@ -6,7 +6,7 @@ import { withTransaction } from "../db/tx.js";
 import { ensureStream, insertCredential, upsertApplication, upsertNamespace, upsertQueue } from "../db/queries/identity.js";
 import { EVENT_ACTIONS, TASK_ACTIONS, issueToken, newId, type Action } from "./identity.js";
 
-/** The name rule of spec §2, used for every operator-chosen name. */
+/** The name rule of docs/protocol.md §2, used for every operator-chosen name. */
 export const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 export interface BootstrapInput {
@@ -41,7 +41,7 @@ export function validateBootstrapInput(input: BootstrapInput): string | undefine
 export async function bootstrap(pool: Pool, input: BootstrapInput): Promise<BootstrapResult> {
   const problem = validateBootstrapInput(input);
   if (problem) throw new Error(problem);
-  // Without --event-access a credential may only work with tasks (spec §1).
+  // Without --event-access a credential may only work with tasks (docs/protocol.md §1).
   const actions: Action[] = input.eventAccess ? [...TASK_ACTIONS, ...EVENT_ACTIONS] : [...TASK_ACTIONS];
   return withTransaction(pool, async (tx) => {
     const namespaceId = await upsertNamespace(tx, newId(), input.namespace);

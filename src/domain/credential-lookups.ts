@@ -3,14 +3,14 @@
 // wait for the next one and share it — one statement for all their credentials (the 16
 // workers of an application share one). A request is answered only from a lookup that
 // started after it arrived, so a revocation committed before the request is always
-// seen (platform.md: a revoked token authenticates nothing from then on).
+// seen (docs/tasks.md: a revoked token authenticates nothing from then on).
 //
 // The node also remembers each credential it found. Of a credential nothing changes
 // after it is created but its revocation (identity.ts: no API narrows one), and a
 // revocation is final, so what is remembered is exact except for a revocation since.
 // Only an operation that checks revocation inside its own transaction may authenticate
-// from it (router.ts REVOCATION_IN_TRANSACTION); measured, the per-request lookup was 0.82
-// round trips of 2.7 per result at 500 results/s (bench/HISTORY.md, session 26).
+// from it (router.ts REVOCATION_IN_TRANSACTION): a worker's calls then save the lookup's
+// round trip, a large share of the round trips per result.
 import type { Pool } from "../db/types.js";
 import { selectCredentialsWithQueues, type CredentialWithQueues } from "../db/queries/identity.js";
 

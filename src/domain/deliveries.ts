@@ -1,4 +1,4 @@
-// Delivery history, detail and manual retry (spec §4). Reads never change state; a
+// Delivery history, detail and manual retry (docs/protocol.md §4). Reads never change state; a
 // delivery id is resolved only under its own subscription.
 import type { components } from "../../generated/http/openapi-types.js";
 import type { Pool, Tx } from "../db/types.js";
@@ -15,13 +15,13 @@ import { toWireEvent, type ResultEventWire } from "./result-log.js";
 import { getSubscription } from "./subscriptions.js";
 import { nowMs } from "./task-state.js";
 
-/** spec §4: the cumulative attempt budget of one delivery. */
+/** docs/protocol.md §4: the cumulative attempt budget of one delivery. */
 export const MAX_ATTEMPT_BUDGET = 1_000_000;
 
-/** The wire EventDelivery of spec §4, as the contract defines it. */
+/** The wire EventDelivery of docs/protocol.md §4, as the contract defines it. */
 export type DeliveryWire = components["schemas"]["EventDelivery"];
 
-/** lease_until only when LEASED, acknowledged_at only when ACKED (spec §4). */
+/** lease_until only when LEASED, acknowledged_at only when ACKED (protocol §4). */
 export function toWireDelivery(d: DeliveryRow): DeliveryWire {
   return {
     id: d.id,
@@ -70,7 +70,7 @@ export async function getDelivery(
 }
 
 /**
- * The scope check of a delivery write (decision 5: 404 before the body's 400): the
+ * The scope check of a delivery write (the order of checks puts its 404 before the body's 400): the
  * caller's subscription, and the delivery under it. The write checks both again in its
  * transaction.
  */

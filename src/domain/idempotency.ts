@@ -1,4 +1,4 @@
-// Idempotent management writes (spec §2 decision; decision 1): the first request with a
+// Idempotent management writes (docs/protocol.md §1-2): the first request with a
 // key does the write and stores its receipt in the same transaction; a replay with the
 // same content gets 200, the ORIGINAL receipt and deduplicated=true; the same key with
 // other content gets 409 IDEMPOTENCY_CONFLICT. Keys are scoped to (credential,

@@ -1,4 +1,4 @@
-// Credentials and the caller (platform.md "Identity and authorization").
+// Credentials and the caller (docs/tasks.md).
 // Token: "orbit_" + credential id (32 hex) + "_" + 43 base64url characters (32 random
 // bytes). The database keeps only SHA-256 of the 32 secret bytes; comparison is
 // constant time. The caller — namespace, application, credential, actions, queue scope —

@@ -1,4 +1,4 @@
-// Opaque paging cursors (spec §3-4): base64url of a small JSON object holding the
+// Opaque paging cursors (docs/protocol.md §3-4): base64url of a small JSON object holding the
 // position (created_at, id) of the last row of a page and what the cursor is bound to:
 // the list (queue or subscription), credential, namespace and state filter. Any other
 // use, or a cursor that does not decode, is 400 INVALID_ARGUMENT. Forging one gains
@@ -32,8 +32,8 @@ export const DEFAULT_PAGE_LIMIT = 20;
 
 /**
  * The latest time a created_at can hold: DATETIME(3) ends at 9999-12-31 23:59:59.999. A
- * later one (a Date holds up to 8.64e15 ms) reached the database as a year past 9999, no
- * datetime: the comparison matched nothing and the page came back empty (200).
+ * later one (a Date holds up to 8.64e15 ms) would reach the database as a year past 9999,
+ * no datetime: the comparison would match nothing and the page come back empty (200).
  */
 const MAX_POSITION_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
@@ -57,7 +57,7 @@ export function decodeCursor(cursor: string, b: Binding): Position {
     body.n === b.namespaceId &&
     body.f === b.filter &&
     // A time a created_at can hold: past it (and past 8.64e15 ms, Invalid Date, which the
-    // driver sends as NULL) the page came back empty (200) instead of 400.
+    // driver sends as NULL) the page would come back empty (200) instead of 400.
     Number.isSafeInteger(body.t) &&
     body.t >= 0 &&
     body.t <= MAX_POSITION_MS &&

@@ -1,4 +1,4 @@
-// The result log (platform.md "The result log").
+// The result log (docs/tasks.md).
 //
 // Append: a task transition inserts its event in the SAME transaction as the task change,
 // unnumbered. Number: the sequencer gives committed events the next sequences and moves
@@ -12,11 +12,10 @@
 //
 // So sequences are 1, 2, … with no gaps (only committed rows are numbered, and the head
 // moves with them), and every event with sequence <= head is committed and visible: a
-// reader scanning up to the head can never pass an event that commits later.
-// Producers never wait on a per-namespace lock held through their own commit, which
-// would cap appends near one commit latency each (perf-notes.md: ~1,560/s against
-// ~6,300/s for 16 connections). The sequencer runs READ COMMITTED so its scan takes no
-// gap locks that would block producers' inserts.
+// reader scanning up to the head can never pass an event that commits later. Producers
+// never wait on a per-namespace lock held through their own commit, which would cap appends
+// near one commit latency each. The sequencer runs READ COMMITTED so its scan takes no gap
+// locks that would block producers' inserts.
 import type { Pool, Tx } from "../db/types.js";
 import { queryAll, withTransaction, type Statement } from "../db/tx.js";
 import type { RowDataPacket } from "mysql2/promise";
@@ -42,7 +41,7 @@ export function isResultEventType(t: string): t is ResultEventType {
   return (RESULT_EVENT_TYPES as readonly string[]).includes(t);
 }
 
-/** The event's snapshot and details, as the contract defines them (spec §6 `event`). */
+/** The event's snapshot and details, as the contract defines them (docs/protocol.md §6 `event`). */
 export type Snapshot = ResultEvent["snapshot"];
 export type Details = ResultEvent["details"];
 
@@ -58,7 +57,7 @@ export interface NewEvent {
 }
 
 /**
- * The wire shape of spec §6 `event` — the contract's ResultEvent, generated from
+ * The wire shape of docs/protocol.md §6 `event` — the contract's ResultEvent, generated from
  * openapi.yaml. T widens the type for the operator's view of the log, which also holds
  * `task.requeued` (no subscription receives it).
  */
@@ -109,8 +108,7 @@ const json = JSON.stringify;
  * JSON.stringify(toWireEvent(row)), with details and snapshot spliced in as stored. They
  * are stored as JSON.stringify made them (appendEventStatement), which parsing and writing
  * again gives back unchanged — the snapshot's result is a string of up to kilobytes,
- * re-escaped both ways. Measured for a ~1 KiB event: 32 → 18 µs a delivery for its frame
- * (the node spends ~0.13–0.36 ms a delivery in a drain, by the machine).
+ * re-escaped both ways, on every delivery.
  */
 export function toWireEventJson(row: WireEventRow): string {
   if (row.sequence === null) throw new Error("an unnumbered event is not visible");

@@ -14,8 +14,8 @@ const GATHER_MS = 2;
  * After a failed pass, the next one after 50, 100, 200, 400 and 800 ms (1.55 s in all),
  * then only the sweep's (every 5 s). A pass fails whenever its connection does, also
  * right after its COMMIT (the reply lost): the kicks of events committed meanwhile were
- * folded into that pass, and without a retry those events waited for the sweep, up to
- * 5 s unnumbered and undelivered. Bounded and backing off, so that a database that is
+ * folded into that pass, and without a retry those events would wait for the sweep, up
+ * to 5 s unnumbered and undelivered. Bounded and backing off, so that a database that is
  * down is asked at most 6 times per kick (and kicks come from commits, which then fail).
  */
 const RETRY_DELAYS_MS = [50, 100, 200, 400, 800];

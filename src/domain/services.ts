@@ -1,6 +1,6 @@
 // The node-local helpers a request may use besides the database: the result-log
 // sequencer and the wake-ups of waiting claims and event connections. Nothing here
-// decides delivery, leases or capacity; those live in the database (platform.md: several
+// decides delivery, leases or capacity; those live in the database (docs/tasks.md: several
 // nodes are one cluster).
 import type { Pool } from "../db/types.js";
 import type { Logger } from "../log/index.js";

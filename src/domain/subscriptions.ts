@@ -1,4 +1,4 @@
-// Subscription management (spec §2-3): create, read, list, configure. A subscription
+// Subscription management (docs/protocol.md §2-3): create, read, list, configure. A subscription
 // belongs to the credential that created it and to its queue: every operation checks
 // both, and anything else is NOT_FOUND (never revealing that it exists).
 import type { components } from "../../generated/http/openapi-types.js";
@@ -21,7 +21,7 @@ import { nowMs } from "./task-state.js";
 export const DEFAULT_MAX_PENDING = 100;
 export const DEFAULT_MAX_ATTEMPTS = 20;
 
-/** The wire Subscription of spec §3, as the contract defines it (openapi.yaml, generated). */
+/** The wire Subscription of docs/protocol.md §3, as the contract defines it (openapi.yaml, generated). */
 export type SubscriptionWire = components["schemas"]["Subscription"];
 
 export function toWireSubscription(s: SubscriptionRow): SubscriptionWire {
@@ -64,13 +64,13 @@ export interface CreateInput {
   readonly canonicalBody: string;
 }
 
-/** `types` omitted or [] means all four; otherwise sorted (spec §2: a fixed order). */
+/** `types` omitted or [] means all four; otherwise sorted (protocol §2: a fixed order). */
 export function normaliseTypes(types: readonly string[] | undefined): string[] {
   return [...(types === undefined || types.length === 0 ? RESULT_EVENT_TYPES : types)].sort();
 }
 
 /**
- * The starting cursor (spec §2 decision): events with a greater sequence are delivered.
+ * The starting cursor (docs/protocol.md §2): events with a greater sequence are delivered.
  * Omitted/null: the committed head now. "0": the start of the retained log. Above the
  * head: 400. Before the retention boundary: 410 EVENT_HISTORY_EXPIRED.
  */
@@ -89,7 +89,7 @@ export async function createSubscription(tx: Tx, caller: Caller, c: CreateInput)
     const count = await lockNamespaceAndCount(tx, caller.namespaceId);
     // Read under the namespace lock: the head we start from is the committed head now.
     // from_sequence first: above the head it is the body's 400, which comes before the
-    // state's 409s (decision 5).
+    // state's 409s (the order of checks).
     const { head, retentionBoundary } = await readStream(tx, caller.namespaceId);
     const cursor = startingCursor(c.fromSequence, head, retentionBoundary);
     if (count >= MAX_SUBSCRIPTIONS_PER_NAMESPACE) throw new OrbitError("SUBSCRIPTION_LIMIT");

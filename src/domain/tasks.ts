@@ -1,4 +1,4 @@
-// Task writes and reads of the task API (platform.md): submit, get, cancel, resolve.
+// Task writes and reads of the task API (docs/tasks.md): submit, get, cancel, resolve.
 // Each write is idempotent by its Idempotency-Key and runs in one transaction with the
 // event it appends.
 import type { Pool, Tx } from "../db/types.js";
@@ -44,8 +44,8 @@ export interface SubmitInput {
 }
 
 /**
- * A result (completeAttempt, resolveTask) travels as a JSON string, escaped: measured so,
- * at most 256 KiB. Measured as sent, a 390 KiB result of `""` items made a 780 KiB
+ * A result (completeAttempt, resolveTask) travels as a JSON string, escaped: sized so, at
+ * most 256 KiB. Sized as sent, a 390 KiB result of `""` items would make a 780 KiB
  * event.deliver frame, which a client holding the contract's 512 KiB frame limit closes
  * with 1009: the event could never be received, only retried until EXPIRED.
  */
@@ -57,14 +57,14 @@ export function checkResultSize(resultText: string | undefined): void {
 
 export async function submitTask(tx: Tx, caller: Caller, s: SubmitInput): Promise<Receipt<TaskReceipt>> {
   requireQueue(caller, s.queueId);
-  // platform.md: 256 KiB, measured on the request's input as sent.
+  // docs/tasks.md: 256 KiB, sized on the request's input as sent.
   if (Buffer.byteLength(s.inputText) > MAX_TASK_INPUT_BYTES) throw invalidArgument("input exceeds 256 KiB");
   const ref = { credentialId: caller.credentialId, operation: "tasks.submit", key: s.key };
   return idempotent(tx, { ref, content: s.canonicalBody }, async () => {
     const id = newId();
     const now = nowMs();
     // The row as inserted, not read back: a submit is 2 round trips ([START; claim the
-    // key], [insert the task; store the receipt; COMMIT]) instead of 5 (session 26).
+    // key], [insert the task; store the receipt; COMMIT]) instead of 5.
     const row = await insertTask(tx, {
       id,
       namespaceId: caller.namespaceId,

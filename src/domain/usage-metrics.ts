@@ -2,10 +2,10 @@
 // how far materialisation lags the committed head, and how old the oldest PENDING
 // delivery is. Two queries per scrape; the second reads only PENDING rows, each
 // subscription's through deliveries_state (at most max_pending, 1000, apiece) — grouped
-// over the whole table instead it read every delivery ever made on every scrape
-// (100,000 rows for 1,000 PENDING, measured with ANALYZE), and deliveries are kept.
-// The age is by the node's clock, the one that wrote available_at (the database's own clock
-// may differ from the nodes': the gauge was off by that much, or stuck at 0).
+// over the whole table instead it would read every delivery ever made on every scrape,
+// and deliveries are kept. The age is by the node's clock, the one that wrote
+// available_at (the database's own clock may differ from the nodes', which would put
+// the gauge off by that much, or stuck at 0).
 import type { RowDataPacket } from "mysql2/promise";
 import type { Pool } from "../db/types.js";
 import { materialisationLag, oldestPendingAge } from "../metrics.js";

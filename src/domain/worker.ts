@@ -1,4 +1,4 @@
-// The worker side (platform.md): claim, complete, requeue, and the recovery of attempts
+// The worker side (docs/tasks.md): claim, complete, requeue, and the recovery of attempts
 // whose lease ran out. An attempt is stale once its task left RUNNING under it; the
 // identical call that ended it may be repeated (200, nothing written), anything else on
 // a stale attempt is 409 STATE_CONFLICT.
@@ -46,7 +46,7 @@ async function expireTasks(tx: Tx, ids: readonly string[], now: Date, effects: E
 
 /**
  * Whether a RUNNING task's attempt lease ran out by `now`, the clock of the node that
- * decides (README "Clocks"): only once `now` is past `lease_until`, the instant itself
+ * decides (docs/operations.md, "Clocks"): only once `now` is past `lease_until`, the instant itself
  * still leased — the rule of selectExpired (`lease_until < ?`), so that a worker's call
  * and the sweep never disagree about one attempt.
  */
@@ -79,11 +79,11 @@ export const noEffects = (): ExpiryEffects => ({ namespaces: new Set(), queues: 
  * One claim attempt: recover expired attempts of the queue, then take the oldest QUEUED
  * task. `recheckCredential`: the caller was authenticated before an earlier attempt of
  * the same long-poll, so its credential may have been revoked since; a revoked
- * credential takes no task (platform.md: a revoked token is 401 UNAUTHENTICATED).
+ * credential takes no task (docs/tasks.md: a revoked token is 401 UNAUTHENTICATED).
  *
  * 2 round trips: [START; the credential's revocation when rechecked; the queue's expired
  * attempts and its oldest QUEUED task, both locked], [the attempt's INSERT, the task's
- * UPDATE and COMMIT] — 6 until session 26 (each statement its own). A task an expiry
+ * UPDATE and COMMIT], not one per statement. A task an expiry
  * requeues goes to the back of the queue, so the task read first is still the oldest;
  * only when there was none is the queue read again, after the expiry.
  */
@@ -140,9 +140,9 @@ export async function claimOnce(
 /**
  * Runs the expiry sweep once across all queues (every node does, every second). READ
  * COMMITTED, as a claim's own recovery: under REPEATABLE READ its scan of tasks_lease
- * (state, lease_until) next-key locked the gap in front of the first RUNNING entry, where
- * every new task's (QUEUED, NULL, newest id) entry goes, so each submit waited on each
- * node's sweep until it committed (and a claim too, when no task was RUNNING).
+ * (state, lease_until) would next-key lock the gap in front of the first RUNNING entry,
+ * where every new task's (QUEUED, NULL, newest id) entry goes, so each submit would wait
+ * on each node's sweep until it committed (and a claim too, when no task is RUNNING).
  */
 export async function expireDue(pool: Pool): Promise<ExpiryEffects> {
   const effects = noEffects();
@@ -235,8 +235,8 @@ export async function endAttemptCalls(tx: Tx, inputs: readonly AttemptCallInput[
  * (its task left RUNNING under it) takes only the identical repeat of the call that
  * ended it: 200 again, nothing written. An attempt whose lease ran out but that no sweep
  * or claim recovered yet (the sweep runs once a second) is expired here, exactly as the
- * sweep would (platform.md: a lease that runs out requeues or fails the task), and the
- * call is 409: before, such a call could still complete the attempt for up to ~1 s.
+ * sweep would (docs/tasks.md: a lease that runs out requeues or fails the task), and the
+ * call is 409: otherwise it could still complete the attempt until the next sweep.
  */
 function decideAttemptCall(found: AttemptWithTask | undefined, input: AttemptCallInput) {
   if (!found) throw notFound();
@@ -257,9 +257,9 @@ function decideAttemptCall(found: AttemptWithTask | undefined, input: AttemptCal
       expired: true,
     };
   }
-  // Two UPDATEs (attempt, then task), not one multi-table UPDATE: measured on MariaDB,
-  // the joined form saved ~0.06 ms of node CPU per transaction but cost ~0.3 ms more
-  // database CPU (0.62 vs 0.34 ms), and the database is the busier process.
+  // Two UPDATEs (attempt, then task), not one multi-table UPDATE: on MariaDB the joined
+  // form saves a little node CPU but costs more database CPU, and the database is the
+  // busier process.
   const moved = call.kind === "complete" ? complete(task, call, input.attemptId, now) : requeue(task, input.attemptId, now);
   return {
     after: { attempt: { ...attempt, ended_by: call.kind, end_body: canonicalBody }, task: moved.task },

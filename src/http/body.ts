@@ -24,8 +24,9 @@ export async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
   if (types.length > 1) throw new OrbitError("UNSUPPORTED_MEDIA_TYPE", "the body must be labelled application/json once: Content-Type is repeated");
   const type = types[0];
   if (type === undefined || !JSON_TYPE.test(type)) throw new OrbitError("UNSUPPORTED_MEDIA_TYPE");
-  // No content coding is decoded: a gzip body was read as if plain (compressed JSON got
-  // "not valid UTF-8", plain JSON labelled gzip was taken). RFC 9110 §15.5.16: 415.
+  // No content coding is decoded, so a coded body is refused rather than read as if
+  // plain (compressed JSON would be "not valid UTF-8", plain JSON labelled gzip taken).
+  // RFC 9110 §15.5.16: 415.
   const coding = req.headers["content-encoding"];
   if (coding !== undefined && coding.trim().toLowerCase() !== "identity") {
     throw new OrbitError("UNSUPPORTED_MEDIA_TYPE", "the body must be application/json without a content coding");
@@ -42,7 +43,7 @@ export async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
     }
   } catch (e) {
     // A client that drops its upload: its socket's ECONNRESET is the client's, not the
-    // database's — without this it was counted as a database outage (503, and a worker
+    // database's — without this it would count as a database outage (503, and a worker
     // call's whole batch rolled back). Nobody reads the answer; it only must be right.
     if (e instanceof OrbitError) throw e;
     throw invalidArgument("the request body was cut off");

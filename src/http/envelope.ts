@@ -1,4 +1,4 @@
-// The HTTP envelope of spec §1: {request_id, data} on success,
+// The HTTP envelope of docs/protocol.md §1: {request_id, data} on success,
 // {request_id, error: {code, message}} on failure.
 import type { ErrorCode } from "../wire/errors.js";
 

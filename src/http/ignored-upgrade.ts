@@ -26,10 +26,10 @@ export function trackAnswer(req: http.IncomingMessage, res: http.ServerResponse)
 /**
  * Runs next once every answer started on the socket has ended, unless the socket is gone
  * by then. An Upgrade request pipelined behind others is handed over while their answers
- * may still be in progress; a parser attached then queued its answer on state of its own
- * that the earlier answers never drained: the answers after the first Upgrade request of
- * a pipeline were never written (three pipelined GETs offering h2c: one answer). Node
- * reads nothing from the socket meanwhile (its data listener is gone).
+ * may still be in progress; a parser attached then would queue its answer on state of its
+ * own that the earlier answers never drain, and the answers after the first Upgrade
+ * request of a pipeline would never be written. Node reads nothing from the socket
+ * meanwhile (its data listener is gone).
  */
 export function whenAnswered(socket: Duplex, next: () => void): void {
   const entry = unanswered.get(socket);

@@ -1,9 +1,8 @@
 // The request target as a path. A server must accept the absolute-form
-// (`GET http://host/v1/tasks HTTP/1.1`, RFC 9112 §3.2.2), which clients send to proxies:
-// Koa read one as its path whatever host it named, while the upgrade listener, comparing
-// the whole target with the event endpoint's path, sent such an upgrade on as a plain
-// request, answered 426 "Sec-WebSocket-Protocol orbit.events.v1 is required" though it
-// offered it. Both now read the target here.
+// (`GET http://host/v1/tasks HTTP/1.1`, RFC 9112 §3.2.2), which clients send to proxies.
+// Koa reads one as its path whatever host it names, and the upgrade listener, comparing
+// the whole target with the event endpoint's path, would pass such an upgrade on as a
+// plain request (426, though it offers orbit.events.v1). So both read the target here.
 
 /** A target that starts like an absolute URI (a scheme, then "://"). */
 const ABSOLUTE_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
@@ -15,7 +14,7 @@ const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)([^#]*)$/i;
  * names when its authority is the Host header (RFC 9112 §3.2: a client sends them
  * identical), and is undefined otherwise (another host, another scheme). Left as they are:
  * the origin-form, and a CONNECT's authority-form or the asterisk-form (they name no path
- * Orbit has: 404 or 405 as before).
+ * Orbit has: 404 or 405).
  */
 export function targetPath(url: string, host: string | undefined): string | undefined {
   if (!ABSOLUTE_LIKE.test(url)) return url;

@@ -1,13 +1,13 @@
-// The management SDK (spec §8): one method per HTTP operation, typed from the contract.
+// The management SDK (docs/protocol.md §8): one method per HTTP operation, typed from the contract.
 // Every write takes the caller's idempotency key; when the network fails (or the node
 // answers 503) the SAME request is sent again with the SAME key, so a write is never
 // doubled and a lost answer is recovered as the original receipt (deduplicated=true).
-// Persist the key before calling, and reuse it after a crash (spec §2).
+// Persist the key before calling, and reuse it after a crash (docs/protocol.md §2).
 //
 // Which calls are sent again, and why:
 // - reads (GET) and the keyed writes: after any network failure and after a 503;
 // - completeAttempt and requeueAttempt: the same, without a key — a stale attempt takes the
-//   identical repeat of the call that ended it (200, nothing written; platform.md);
+//   identical repeat of the call that ended it (200, nothing written; docs/tasks.md);
 // - claimTask is NOT idempotent (worker calls carry no key): a claim whose connection failed
 //   after the request may have reached the node, or that was answered 503, may have taken a
 //   task, and sending it again would take a second one while the first stays RUNNING until
@@ -65,10 +65,10 @@ export class OrbitClient {
   private readonly retries: number;
   private readonly timeoutMs: number;
   private readonly backoffMs: number;
-  // node:http with a keep-alive agent instead of the global fetch (undici): measured on
-  // loopback, 16 concurrent POSTs, ~0.16 ms of client CPU per request instead of ~0.55 ms,
-  // which the orbit.append benchmark (client and node on one 2-core machine) pays per
-  // result. Idle sockets are unref'd by the agent, so a client never keeps a process alive.
+  // node:http with a keep-alive agent instead of the global fetch (undici): it costs a
+  // fraction of the client CPU per request, which the orbit.append benchmark (client and
+  // node on one 2-core machine) pays per result. Idle sockets are unref'd by the agent, so
+  // a client never keeps a process alive.
   private readonly agent: http.Agent;
 
   // #private: util.inspect (a logged client, a REPL) shows TypeScript's private fields.
@@ -83,7 +83,7 @@ export class OrbitClient {
     this.agent = new URL(this.baseUrl).protocol === "https:" ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
   }
 
-  // ---- subscriptions (spec §2-4) ----
+  // ---- subscriptions (docs/protocol.md §2-4) ----
 
   createSubscription(key: string, req: T.CreateSubscriptionRequest): Promise<T.SubscriptionResult> {
     return this.call({ method: "POST", path: "/v1/subscriptions", key, body: req });
@@ -113,7 +113,7 @@ export class OrbitClient {
     return this.call({ method: "POST", path: `/v1/subscriptions/${seg(id)}/deliveries/${seg(deliveryId)}:retry`, key, body: req });
   }
 
-  // ---- tasks and workers (platform.md) ----
+  // ---- tasks and workers (docs/tasks.md) ----
 
   submitTask(key: string, req: WithRaw<T.SubmitTaskRequest, "input"> & { input: unknown }): Promise<T.TaskResult> {
     return this.call({ method: "POST", path: "/v1/tasks", key, body: req });
@@ -223,8 +223,7 @@ class NotAnswered {
 /**
  * One attempt: resolves with the whole answer, rejects with NotAnswered when the
  * connection fails before the answer is complete or the attempt outlives `timeoutMs` (the
- * timer covers the request and the whole response body, as an AbortSignal.timeout on
- * fetch did).
+ * timer covers the request and the whole response body).
  */
 function send(agent: http.Agent, url: URL, method: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<Answer> {
   return new Promise((resolve, reject) => {

@@ -1,10 +1,10 @@
-// The automatic consumer (issue 6): handler(event, delivery) runs for every delivery and
+// The automatic consumer: handler(event, delivery) runs for every delivery and
 // resolves only once the receiver has durably saved the result; then — and never
 // before — the consumer ACKs. It reconnects after any close (exponential back-off with
 // jitter), keeps every proof whose ACK was not confirmed and re-sends those ACKs on the
 // next connection (a handler that outlives its connection is ACKed on the one open when
 // it resolves; at stop, those still unconfirmed are handed back by unconfirmedProofs() for
-// the application to save and give the next consumer as `proofs`, spec §7), runs at most
+// the application to save and give the next consumer as `proofs`, protocol §7), runs at most
 // `capacity` handlers at once, drops (and reports) a proof that was replaced
 // (DELIVERY_LEASE_LOST: the redelivery will come), and stops and reports on
 // EVENT_HISTORY_EXPIRED, PERMISSION_DENIED, NOT_FOUND or UNAUTHENTICATED instead of
@@ -32,9 +32,10 @@ export interface ConsumerOptions {
   readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number };
   /**
    * Proofs whose ACK an earlier consumer of this subscription could not confirm, as its
-   * unconfirmedProofs() handed them over at stop and the application saved them (spec §7):
-   * ACKed on the first connection, so a result already saved is confirmed at once instead
-   * of being delivered again when its lease runs out (an attempt of its budget spent).
+   * unconfirmedProofs() handed them over at stop and the application saved them
+   * (docs/protocol.md §7): ACKed on the first connection, so a result already saved is
+   * confirmed at once instead of being delivered again when its lease runs out (an attempt
+   * of its budget spent).
    */
   readonly proofs?: readonly Proof[];
 }
@@ -53,9 +54,9 @@ export interface StopOptions {
   readonly deadlineMs?: number;
   /**
    * Saves the proofs whose ACK is still unconfirmed, durably, with the application's
-   * results (spec §7); called once, after the drain and before the close, also with none,
-   * and given what is left of the deadline, at least 1 s. Give them to the next Consumer
-   * as `proofs`.
+   * results (docs/protocol.md §7); called once, after the drain and before the close, also
+   * with none, and given what is left of the deadline, at least 1 s. Give them to the next
+   * Consumer as `proofs`.
    */
   readonly saveProofs?: (proofs: Proof[]) => Promise<void>;
 }
@@ -116,7 +117,7 @@ export class Consumer {
 
   /**
    * The proofs whose ACK was not confirmed (yet): after stop(), those its deadline left
-   * unconfirmed. Spec §7: a client closing keeps them — save them with the results, and
+   * unconfirmed. docs/protocol.md §7: a client closing keeps them — save them with the results, and
    * give them to the next consumer (`proofs`); a replay of an ACK that did land answers
    * deduplicated, one a newer lease replaced is dropped.
    */
@@ -143,13 +144,13 @@ export class Consumer {
         if (this.draining) {
           // stop() came as the welcome arrived: it found no connection to close. The close
           // handshake gets what is left of stop()'s deadline (a node that never answers
-          // the close frame held stop() for ws's 30 s closing timeout).
+          // the close frame would hold stop() for ws's 30 s closing timeout).
           await conn.close(1000, "consumer stopping", Math.max(CLOSE_AT_LEAST_MS, this.stopBy - Date.now()));
           break;
         }
         // The back-off starts again only after a connection that did its work: one a node
-        // closes right after its welcome (failing database, 1011/1013) reconnected at once, and
-        // in a loop, when every welcome reset it.
+        // closes right after its welcome (failing database, 1011/1013) would reconnect at once,
+        // and in a loop, if every welcome reset it.
         let useful = false;
         conn.on("delivery", (d: Delivery) => {
           useful = true;
@@ -209,7 +210,7 @@ export class Consumer {
   }
 
   // On the connection open now, not the one that delivered: a proof ACKs on any
-  // connection (spec §5), and a handler may outlive its connection. With none open the
+  // connection (docs/protocol.md §5), and a handler may outlive its connection. With none open the
   // proof waits in `unconfirmed` for resendAcks on the next one.
   private async sendAck(proof: Proof): Promise<void> {
     const conn = this.conn;
@@ -254,8 +255,9 @@ export class Consumer {
   /**
    * A bounded drain: take no new deliveries, let running handlers finish (at most
    * deadlineMs), send their ACKs, give the proofs still unconfirmed to `saveProofs`, then
-   * close. Spec §7 (the original): 先完成自己的本地持久化、保存未核对 ACK 的证明，再关闭连接 — the
-   * save comes before the close, and its failure is stop()'s rejection, after the close.
+   * close. docs/protocol.md §7: a client first finishes its own local persistence and saves
+   * the proofs of unconfirmed ACKs, then closes the connection — the save comes before the
+   * close, and its failure is stop()'s rejection, after the close.
    */
   async stop(o: StopOptions = {}): Promise<StopReason> {
     this.draining = true;
@@ -269,8 +271,8 @@ export class Consumer {
     await Promise.race([Promise.all([...this.running]), deadline]);
     const conn = this.conn;
     if (conn?.isOpen && this.unconfirmed.size > 0) await Promise.race([this.resendAcks(), deadline]);
-    // The application's save, before the close: closing first left the proofs only in
-    // memory once the connection was gone (a crash then lost them). Bounded like the close
+    // The application's save, before the close: closing first would leave the proofs only
+    // in memory once the connection is gone (a crash would lose them). Bounded like the close
     // handshake (what is left of the deadline, at least 1 s): a save that hangs must not
     // hold stop() for ever; the proofs stay in unconfirmedProofs().
     let saveFailed = false;
@@ -291,7 +293,7 @@ export class Consumer {
       }
     }
     // The close handshake gets what is left of the deadline, and at least 1 s: a node that
-    // never answers the close frame held stop() for ws's 30 s closing timeout.
+    // never answers the close frame would hold stop() for ws's 30 s closing timeout.
     await conn?.close(1000, "consumer stopping", Math.max(CLOSE_AT_LEAST_MS, until - Date.now()));
     this.wake?.();
     if (saveFailed) throw saveError;

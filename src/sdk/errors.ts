@@ -1,7 +1,7 @@
 import type { ErrorCode } from "./types.js";
 
 /**
- * An error answer of the API: the spec's code, the HTTP status, the request id and, on
+ * An error answer of the API: the protocol's code, the HTTP status, the request id and, on
  * 429 and 503, the answer's Retry-After in milliseconds.
  */
 export class OrbitApiError extends Error {

@@ -1,7 +1,7 @@
-// One event connection (spec §5-7) for SDK users: upgrade with the subprotocol and the
+// One event connection (docs/protocol.md §5-7) for SDK users: upgrade with the subprotocol and the
 // bearer header, hello → welcome, a ping every heartbeat_interval_ms, every event.deliver
 // surfaced as a typed {delivery, event, proof}, and ack(proof) resolving with the ACK
-// receipt or rejecting with an OrbitEventError carrying the spec's code. Frames are
+// receipt or rejecting with an OrbitEventError carrying the protocol's code. Frames are
 // checked against the generated validators in both directions.
 import { EventEmitter } from "node:events";
 import WebSocket from "ws";
@@ -35,7 +35,7 @@ export interface Delivery {
 export type Welcome = EventsWelcome["body"];
 export type { AckReceipt };
 
-/** An error frame of the protocol, or a refused upgrade, with the spec's code. */
+/** An error frame of the protocol, or a refused upgrade, with the protocol's code. */
 export class OrbitEventError extends Error {
   override readonly name = "OrbitEventError";
   constructor(
@@ -95,9 +95,9 @@ export interface Closed {
 const newId = () => randomHex(16);
 
 /**
- * Spec §5: each frame is at most 512 KiB, both ways (a node sizes its event.deliver frames
- * to fit). A larger one closes the connection with 1009 instead of being buffered: ws's
- * own default is 100 MiB.
+ * docs/protocol.md §5: each frame is at most 512 KiB, both ways (a node sizes its
+ * event.deliver frames to fit). A larger one closes the connection with 1009 instead of
+ * being buffered: ws's own default is 100 MiB.
  */
 const MAX_FRAME_BYTES = 512 * 1024;
 
@@ -114,7 +114,7 @@ interface AnswerDeadlines {
   readonly "events.ping": number;
 }
 
-/** Error codes after which the server closes the connection (spec §7 table). */
+/** Error codes after which the server closes the connection (docs/protocol.md §7 table). */
 const CLOSING_CODES = new Set<string>(["UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND", "EVENT_HISTORY_EXPIRED", "UNAVAILABLE", "INTERNAL"]);
 
 /**

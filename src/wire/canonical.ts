@@ -1,5 +1,5 @@
 // The canonical text of a JSON document, for "same content" comparisons (idempotency,
-// spec §2): object keys sorted by code unit, no insignificant whitespace, strings
+// docs/protocol.md §2): object keys sorted by code unit, no insignificant whitespace, strings
 // re-escaped the one way JSON.stringify does, and numbers kept exactly as written, so
 // that 12345678901234567890 and 12345678901234567891 stay different (a double cannot
 // tell them apart). The input must already have passed parseStrictJson.

@@ -1,4 +1,4 @@
-// The one error catalogue. Every code of spec §7 (and Orbit's transport codes) appears
+// The one error catalogue. Every code of docs/protocol.md §7 (and Orbit's transport codes) appears
 // here once, with its HTTP status and what a WebSocket connection does after sending it.
 // The HTTP error middleware translates through this table and nothing else; a test
 // checks it against the enums in openapi.yaml and events.schema.json in both directions.

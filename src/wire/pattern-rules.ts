@@ -1,7 +1,7 @@
 // What a contract pattern means, in words, for error messages. A validator's own message
-// quotes the pattern: Uint64String's is 467 characters of regular expression (an HTTP
-// expected_revision "01" or a WebSocket ACK epoch "01" answered it all, cut at 200 in the
-// error frame). Keyed by the schema's name, the same in openapi.yaml's components and in
+// quotes the pattern: Uint64String's is hundreds of characters of regular expression (an HTTP
+// expected_revision "01" or a WebSocket ACK epoch "01" would answer it all, cut at 200 in
+// the error frame). Keyed by the schema's name, the same in openapi.yaml's components and in
 // events.schema.json's $defs, as the validator's schemaPath names it.
 const PATTERN_RULES: Readonly<Record<string, string>> = {
   Uint64String: "must be a canonical decimal uint64 (0 to 18446744073709551615; no sign, leading zero, fraction, exponent or whitespace)",

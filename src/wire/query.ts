@@ -1,5 +1,5 @@
 /**
- * Query strings (spec §1): unknown or repeated parameters are rejected, never ignored.
+ * Query strings (docs/protocol.md §1): unknown or repeated parameters are rejected, never ignored.
  * Decoding follows URLSearchParams ('+' is a space, then percent-decoding) except that
  * malformed percent-encoding is an error instead of being passed through.
  */

@@ -1,5 +1,5 @@
 /**
- * uint64 counters and versions travel as canonical decimal strings (spec §1): no sign,
+ * uint64 counters and versions travel as canonical decimal strings (docs/protocol.md §1): no sign,
  * no leading zeros, no fraction, no exponent, whitespace or other digits, within
  * 0..18446744073709551615. Canonical form means equal values have equal text, so
  * idempotency comparisons and cursors can compare strings.

@@ -1,7 +1,7 @@
 // Commits the ACKs that arrive within a 1 ms window, from any connection of a
-// subscription, in one transaction (perf-notes.md: one ACK per commit caps a node near
-// 1.5-2k deliveries/s; several per commit is worth 4-5x). Each ACK's reply is still sent
-// only after that commit: an ACK is durable before it is confirmed.
+// subscription, in one transaction: one ACK per commit would cap a node's deliveries at
+// its commit rate. Each ACK's reply is still sent only after that commit: an ACK is
+// durable before it is confirmed.
 import type { Pool } from "../db/types.js";
 import { ack, type AckOutcome, type AckProof } from "../domain/delivery-engine.js";
 
@@ -21,10 +21,8 @@ interface Who {
 const MAX_BATCH = 64;
 /**
  * How long the first ACK of a batch waits for others: 1 ms of latency for several ACKs
- * per commit (each commit costs about as much as the ACK work itself). 1 ms instead of 2:
- * one-subscription drain +3 % (ahead in 7 of 8 alternating runs; an ACK's reply frees its
- * slot sooner), latency at 500/s and commits per result within the run-to-run spread;
- * 8 or 10 ms measured far worse (bench/HISTORY.md, session 15).
+ * per commit (each commit costs about as much as the ACK work itself). Short, because an
+ * ACK's reply frees its connection's slot: a longer window slows the drain.
  */
 const BATCH_WINDOW_MS = 1;
 

@@ -1,10 +1,10 @@
-// The claim pool of spec §5 (node protection): at most CLAIM_POOL_GLOBAL claims in flight
-// on the node and CLAIM_POOL_PER_APPLICATION per application; at most CLAIM_POOL_QUEUE
-// connections waiting plus in flight; each scan round starts at most CLAIMS_PER_SCAN_ROUND
-// claims, taken in rotation by application, then subscription, so one busy tenant cannot
-// starve another. Claims run on their own small database pool, apart from ACK, ping and
-// hello traffic. These bound this node's work; who may claim what, and how much, is still
-// decided by the database.
+// The claim pool of docs/protocol.md §5 (node protection): at most CLAIM_POOL_GLOBAL claims
+// in flight on the node and CLAIM_POOL_PER_APPLICATION per application; at most
+// CLAIM_POOL_QUEUE connections waiting plus in flight; each scan round starts at most
+// CLAIMS_PER_SCAN_ROUND claims, taken in rotation by application, then subscription, so one
+// busy tenant cannot starve another. Claims run on their own small database pool, apart
+// from ACK, ping and hello traffic. These bound this node's work; who may claim what, and
+// how much, is still decided by the database.
 //
 // One claim serves every connection of the subscription that is waiting when it starts:
 // one transaction leases for all of them (up to 4 × 8 deliveries instead of 8). A
@@ -64,8 +64,8 @@ export class ClaimScheduler<C extends Claimant = Claimant> {
    * Scans once the current event-loop turn is done (setImmediate, coalesced): requests of
    * the same turn share a claim, and so do the connections whose frames the last claim
    * just wrote — their write callbacks, which ask for the next claim, run after the
-   * promise that ends that claim. Scanning at once served about half of a subscription's
-   * 4 connections per claim (bench: 18 of 32 deliveries per claim).
+   * promise that ends that claim. Scanning at once would serve only about half of a
+   * subscription's connections per claim.
    */
   private scheduleScan(): void {
     if (this.scanScheduled) return;

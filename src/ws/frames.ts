@@ -1,8 +1,8 @@
-// Client frames in, server frames out (spec §5-7, events.schema.json). Reading is three
+// Client frames in, server frames out (docs/protocol.md §5-7, events.schema.json). Reading is three
 // steps: strict JSON (duplicate keys, bad numbers), the envelope (protocol_version, type,
 // message_id, the keys each type may carry), then the generated clientFrame validator.
 // An envelope failure closes the connection with 1008; a body failure gets an
-// INVALID_ARGUMENT error frame (spec §7 table).
+// INVALID_ARGUMENT error frame (protocol §7 table).
 import { newHexId, wellFormedId } from "../wire/ids.js";
 import * as frameValidators from "../../generated/ws/validators.js";
 import type { ClientFrame, EventAck, EventsHello, EventsPing } from "../../generated/ws/frames.js";
@@ -33,7 +33,7 @@ export type ParsedFrame =
  * each value in its schema's own pattern: Id, an epoch of at most 19 digits — below 2^64 —,
  * LeaseSecret): such a text holds no duplicate or unknown key and no value of another
  * type, so it is the frame parseStrictFrame would return, without its strict parser and
- * validator (7.8 → ~1 µs; a node reads one ACK per delivery). Any other text, valid or
+ * validator (a node reads one ACK per delivery). Any other text, valid or
  * not, takes the strict path (a property test holds the two together).
  */
 const SDK_ACK =
@@ -71,7 +71,7 @@ export function parseStrictFrame(text: string): ParsedFrame {
     return { kind: "envelope-error", reason: "session_id" };
   }
   // A body that is missing or not an object is the body's fault, not the envelope's
-  // (decision 3: an invalid hello body gets INVALID_ARGUMENT with reply_to): the
+  // (an invalid hello body gets INVALID_ARGUMENT with reply_to): the
   // validator below says so.
   if (!validateClientFrame(o)) {
     const e = validateClientFrame.errors?.[0];
@@ -88,7 +88,7 @@ export function parseStrictFrame(text: string): ParsedFrame {
   return { kind: "frame", frame: o as unknown as ClientFrame };
 }
 
-/** The subscription id of an invalid hello body, when it is a well-formed one (decision 5: its scope is checked first). */
+/** The subscription id of an invalid hello body, when it is a well-formed one (its scope is checked before the body). */
 export function helloSubscriptionId(body: unknown): string | undefined {
   return wellFormedId(body !== null && typeof body === "object" ? (body as { subscription_id?: unknown }).subscription_id : undefined);
 }
@@ -123,7 +123,7 @@ export function ackFrame(replyTo: string, sessionId: string, body: Record<string
 
 /**
  * An ACK's receipt, as text: JSON.stringify(ackFrame(…)) but for the message id, without
- * the objects (7.4 → ~2 µs; one per delivery). Every value is an id, a uint64 string, a
+ * the objects (one per delivery). Every value is an id, a uint64 string, a
  * timestamp or a boolean: nothing to escape.
  */
 export function ackReceiptText(

@@ -1,4 +1,4 @@
-// Checks of the upgrade request that need no database (spec §5, openapi.yaml
+// Checks of the upgrade request that need no database (docs/protocol.md §5, openapi.yaml
 // connectEvents): same-origin only, no query string, a well-formed WebSocket handshake
 // offering orbit.events.v1. Each failure is an OrbitError with the contract's code.
 import type { IncomingMessage } from "node:http";

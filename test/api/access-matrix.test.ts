@@ -1,6 +1,6 @@
-// The access matrix (issue 7 item 3): every HTTP operation and every WebSocket operation
+// The access matrix: every HTTP operation and every WebSocket operation
 // against seven kinds of caller, with the expected outcome of each cell written out in
-// one literal table. Rules (platform.md "Identity and authorization", spec §1, decision 5:
+// one literal table. Rules (docs/tasks.md, docs/protocol.md §1, and the order of checks
 // 401 → 403 → 404 → 400 → 409):
 //   - no, malformed or revoked token → 401 UNAUTHENTICATED;
 //   - a valid token without the operation's action (`x-orbit-permission`) → 403

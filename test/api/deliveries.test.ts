@@ -1,5 +1,5 @@
-// Delivery history, detail and manual retry over real HTTP (spec §4), and the usage
-// fields of §2. Deliveries are brought into each state by the delivery engine itself
+// Delivery history, detail and manual retry over real HTTP (docs/protocol.md §4), and the
+// usage fields of §2. Deliveries are brought into each state by the delivery engine itself
 // (materialise, claim, ACK, lease recovery) against the same real database, the way the
 // WebSocket layer drives it.
 import { strict as assert } from "node:assert";
@@ -121,7 +121,7 @@ describe("deliveries", function () {
 
   it("shows a worker's result event with its result, and never its input, error or the attempt's other content", async () => {
     // The cancelled events above carry no result; this one does, so every field an event
-    // read could take from the task or the attempt is there to leak (subscriptions.md §6:
+    // read could take from the task or the attempt is there to leak (docs/protocol.md §6:
     // details never carry task input; openapi.yaml: a worker's error is shown by no read).
     const { q: own, sub } = await queueWithSubscription(db, cred, api);
     const hidden = "request-content-no-read-shows";
@@ -210,7 +210,7 @@ describe("deliveries", function () {
       404,
       "NOT_FOUND",
     );
-    // 404 before 400 (decision 5): an unknown delivery is not found, whatever the body or key.
+    // 404 before 400 (the order of checks): an unknown delivery is not found, whatever the body or key.
     for (const [body, key] of [[{}, undefined], [{ expected_revision: "1", reason: "x", additional_attempts: 1 }, null]] as const) {
       assertError(await api.post(`/v1/subscriptions/${a.id}/deliveries/${ID}:retry`, body, key), 404, "NOT_FOUND");
       assertError(await api.post(`/v1/subscriptions/${b.id}/deliveries/${d.id}:retry`, body, key), 404, "NOT_FOUND");
@@ -219,7 +219,8 @@ describe("deliveries", function () {
   });
 
   it("answers the owner NOT_FOUND on every subscription operation once the queue is outside its scope", async () => {
-    // §1 除动作权限外，每次操作都验证队列范围和订阅所有者: the owner too. No API narrows a
+    // docs/protocol.md §1: besides the action permission, every operation checks the queue
+    // scope and the subscription's owner — the owner's too. No API narrows a
     // credential, so its queue scope is narrowed by hand (the credential keeps another queue).
     const scoped = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "scope-other"], eventAccess: true });
     const api2 = client(node.url, scoped.token);
@@ -287,7 +288,8 @@ describe("deliveries", function () {
     assert.equal(d.event_id, expired.event_id);
     assert.equal(d.revision, (BigInt(expired.revision) + 1n).toString());
     assert.equal(d.created_at, expired.created_at);
-    // available_at is 最早可重发时间 (§4): EXPIRED, it could not be re-sent before the retry.
+    // available_at is the earliest time it may be re-sent (protocol §4): EXPIRED, it could
+    // not be re-sent before the retry.
     assert.ok(Date.parse(d.available_at) >= retriedFrom, `available_at ${d.available_at} is the retry's time, not the last recovery's (${expired.available_at})`);
     const replay = await api.post(path, body, "retry-1");
     assert.equal(replay.status, 200);
@@ -313,8 +315,8 @@ describe("deliveries", function () {
     } finally {
       await c0.end();
     }
-    // §4 只允许 EXPIRED, with the delivery's current revision: PENDING (retried) and
-    // ACKED are 409 and stay as they are.
+    // Protocol §4: only an EXPIRED delivery may be retried, with its current revision:
+    // PENDING (retried) and ACKED are 409 and stay as they are.
     const refuseRetry = async (state: string, key: string) => {
       const now = (await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery;
       assert.equal(now.state, state);
@@ -428,8 +430,9 @@ describe("deliveries", function () {
   });
 
   it("takes a late ACK of the latest proof after its lease ran out and a claim made it PENDING again, before any re-send", async () => {
-    // §6 (the original): 租约到期后，最新证明若尚未被新代次替换，仍可迟到确认 — also once recovery made
-    // it PENDING: only a new send (a new epoch) replaces the proof.
+    // Protocol §6: after the lease runs out, the latest proof may still ACK late as long as
+    // no new epoch has replaced it — also once recovery made it PENDING: only a new send (a
+    // new epoch) replaces the proof.
     const s = await subscription({ max_pending: 1, max_attempts: 5 });
     const [l] = (await claimOne(pool, session(s.id, 1, 150))).leases;
     assert.ok(l);
@@ -447,9 +450,10 @@ describe("deliveries", function () {
   });
 
   it("counts a connection's lease that ran out as no longer held: the claim that recovers it re-sends it to that connection", async () => {
-    // The held count was read before the claim's own recovery: a connection at capacity
-    // whose lease ran out got nothing from the claim that made it PENDING again, and only
-    // the next one (its periodic recheck, a lease period later) re-sent it.
+    // The held count must not be read before the claim's own recovery: a connection at
+    // capacity whose lease ran out would then get nothing from the claim that made it
+    // PENDING again, and only the next one (its periodic recheck, a lease period later)
+    // would re-send it.
     const s = await subscription({ max_attempts: 5 });
     const seat = session(s.id, 1, 150);
     const [first] = (await claimOne(pool, seat)).leases;
@@ -461,7 +465,7 @@ describe("deliveries", function () {
   });
 
   it("leases a connection only its capacity minus what it already holds, whatever is PENDING", async () => {
-    // §5 capacity: what one connection may hold. The claim decides it in the database from
+    // Protocol §5 capacity: what one connection may hold. The claim decides it in the database from
     // the session's LEASED rows, not only from the caller's count of frames in flight.
     const s = await subscription({ max_attempts: 5 });
     const seat = session(s.id, 2);
@@ -477,8 +481,9 @@ describe("deliveries", function () {
   });
 
   it("leases a connection no more than its free write slots, and the next connection of the claim the rest", async () => {
-    // §5 of the original: 每连接写队列 8 — a claim leases at most a connection's free write
-    // slots (its seat's maxLeases), so deliver frames never pile up behind a slow socket.
+    // Protocol §5: a write queue of 8 per connection — a claim leases at most a
+    // connection's free write slots (its seat's maxLeases), so deliver frames never pile up
+    // behind a slow socket.
     const s = await subscription({ max_attempts: 5 });
     const [a, b] = [session(s.id, 4), session(s.id, 4)];
     const out = await claim(claimPool, {
@@ -493,7 +498,7 @@ describe("deliveries", function () {
   });
 
   it("refuses a revoked credential's claims and ACKs in the database: nothing more leased, nothing ACKed", async () => {
-    // §7: a revoked credential's open connections may neither claim nor ACK; the engine
+    // Protocol §7: a revoked credential's open connections may neither claim nor ACK; the engine
     // reads the revocation in the claim's and the ACK's own transaction.
     const owner = await bootstrap(db.url, { namespace: "revoked", application: "app", queues: ["q"], eventAccess: true });
     const api2 = client(node.url, owner.token);

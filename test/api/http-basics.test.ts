@@ -1,4 +1,4 @@
-// HTTP basics of spec §1 over a real `orbit serve`: the envelope and headers on every
+// HTTP basics of docs/protocol.md §1 over a real `orbit serve`: the envelope and headers on every
 // response, query-parameter rules, body rules (media type, size, strict JSON, unknown
 // fields, aliases), Idempotency-Key rules, 404/405, the management deadline, 500s that
 // leak nothing, and graceful shutdown.
@@ -164,7 +164,8 @@ describe("HTTP basics", () => {
 
     it("answers an action path asked with another method with 405 and Allow: POST, before authentication", async () => {
       // Each also fits its resource's template with "{id}:action" as the id: GET and HEAD
-      // were answered as that id (404), other methods with the resource's GET in Allow.
+      // must not be answered as that id (404), nor other methods with the resource's GET in
+      // Allow.
       const actions = [
         `/v1/subscriptions/${ID}:configure`,
         `/v1/subscriptions/${ID}/deliveries/${ID}:retry`,
@@ -186,8 +187,7 @@ describe("HTTP basics", () => {
       // The resource itself and its case variants keep their own methods.
       assert.equal((await call({ method: "PUT", path: `/v1/tasks/${ID}` })).headers.allow, "HEAD, GET");
       // An action no operation has — a case variant, another resource's action, a typo — is
-      // an unknown path to every method: 404 with no Allow (it was 405 "Allow: HEAD, GET"
-      // to POST, while a GET was 404).
+      // an unknown path to every method: 404 with no Allow, for POST as for GET.
       for (const path of [`/v1/tasks/${ID}:Cancel`, `/v1/tasks/${ID}:retry`, `/v1/subscriptions/${ID}:cancel`, `/v1/tasks/${ID}:`, `/v1/worker/attempts/${ID}:heartbeat`]) {
         for (const method of ["POST", "GET", "HEAD", "PUT"]) {
           for (const res of [await call({ method, path, headers: [freshKey()], ...(method === "POST" ? { body: "{}" } : {}) }), await request(node.url, { method, path })]) {
@@ -225,8 +225,8 @@ describe("HTTP basics", () => {
 
     it("answers every pipelined request that offers an Upgrade off the event endpoint, in order", async () => {
       // Node hands each such request over with its parser gone; the node gives it back to a
-      // fresh parser. Only the first of three pipelined ones was answered: the fresh parsers
-      // queued the others' answers where nothing ever wrote them.
+      // fresh parser, which must not queue its answer where nothing would ever write it: all
+      // three pipelined ones are answered.
       const offer = "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n";
       const get = (path: string, headers = "") => `GET ${path} HTTP/1.1\r\nHost: x\r\n${headers}\r\n`;
       const auth = `Authorization: Bearer ${cred.token}\r\n`;
@@ -246,9 +246,9 @@ describe("HTTP basics", () => {
 
     it("closes a connection it answered outside the HTTP server once the client had 2 s to close it", async () => {
       // A refused upgrade, a request Node cannot parse, a CONNECT: answered and ended, they
-      // stayed open as long as the client kept its half open (3,000 such were all open 47 s
-      // later). A write from the client after the linger is refused (a reset) once the node
-      // has let go of the socket.
+      // must not stay open as long as the client keeps its half open. A write from the
+      // client after the linger is refused (a reset) once the node has let go of the
+      // socket.
       const lingered = (req: string) =>
         new Promise<string>((resolve) => {
           const s = net.connect({ port: node.port, host: "127.0.0.1", allowHalfOpen: true }, () => s.write(req));
@@ -344,7 +344,7 @@ describe("HTTP basics", () => {
       assertContract("listEventDeliveries", states);
     });
 
-    it("checks the target's scope before its query string or an unwanted body: 404 for another's, 400 for one's own (decision 5)", async () => {
+    it("checks the target's scope before its query string or an unwanted body: 404 for another's, 400 for one's own", async () => {
       const other = await bootstrap(db.url, { namespace: "elsewhere", application: "app", queues: ["q"], eventAccess: true });
       const as = (token: string, r: RawRequest) => request(node.url, { token, ...r });
       const theirQueue = other.queues[0]!.id;
@@ -436,7 +436,7 @@ describe("HTTP basics", () => {
     });
 
     it("refuses a repeated Content-Type (415), whichever comes first", async () => {
-      // Node kept the first and dropped the rest: application/json then text/plain was taken.
+      // Node keeps the first and drops the rest: application/json then text/plain would be taken.
       for (const pair of [["application/json", "text/plain"], ["application/json", "application/json"], ["text/plain", "application/json"]]) {
         const key = freshKey();
         const res = await call({ method: "POST", path: "/v1/subscriptions", headers: [key, ...pair.map((t): [string, string] => ["Content-Type", t])], body: validCreate() });
@@ -450,8 +450,8 @@ describe("HTTP basics", () => {
     });
 
     it("refuses a body with a content coding (415), rather than reading it as plain JSON", async () => {
-      // gzip was read as if plain: compressed JSON got "the body is not valid UTF-8", and
-      // plain JSON labelled gzip was taken.
+      // Read as if plain, compressed JSON would get "the body is not valid UTF-8", and plain
+      // JSON labelled gzip would be taken.
       const body = validCreate();
       for (const [coding, bytes] of [["gzip", gzipSync(body)], ["gzip", body], ["br", body]] as const) {
         const res = await call({ method: "POST", path: "/v1/subscriptions", headers: [freshKey(), ["Content-Encoding", coding]], body: bytes });
@@ -489,8 +489,8 @@ describe("HTTP basics", () => {
 
     it("answers 413 for a declared oversized body only once the body is in, so the client still writing gets the answer", async () => {
       // 413 is decided from Content-Length before a byte of the body is read. Answering at
-      // once and closing left a client still writing with EPIPE instead of the 413 (about
-      // 1 in 300 oversized requests); the node now reads and discards such a body first.
+      // once and closing would leave a client still writing with EPIPE instead of the 413,
+      // so the node reads and discards such a body first.
       const half = "x".repeat(300 * 1024);
       const u = new URL(node.url);
       const socket = net.connect(Number(u.port), u.hostname);
@@ -510,8 +510,8 @@ describe("HTTP basics", () => {
     });
 
     it("processes at most 4 pipelined requests of a connection at once: the next is 503 with Connection: close", async () => {
-      // 64 requests in one write, their answers unread: Node started every one it parsed
-      // (a pipelining client that never reads had 106,000 in processing, RSS 1.7 GB).
+      // 64 requests in one write, their answers unread: Node starts every one it parses, so
+      // without the limit a pipelining client that never reads grows the node without bound.
       const u = new URL(node.url);
       const socket = net.connect(Number(u.port), u.hostname);
       let received = "";
@@ -536,8 +536,8 @@ describe("HTTP basics", () => {
     });
 
     it("closes the connection after answering a body that stalls, so no second answer follows on it", async () => {
-      // A body that never completes gets the deadline's 503. Kept alive, the connection went
-      // on reading the trickle, and Node's request timeout later wrote a second answer (a
+      // A body that never completes gets the deadline's 503. Kept alive, the connection would go
+      // on reading the trickle, and Node's request timeout later write a second answer (a
       // 400) on it, after the 503: an answer to no request.
       const u = new URL(node.url);
       const socket = net.connect(Number(u.port), u.hostname);
@@ -656,7 +656,7 @@ describe("HTTP basics", () => {
     const one = async (req: string) => (await pipelined(node.port, req, 1))[0]!;
 
     it("upgrades an absolute-form target naming this host like its path, never with a 426 that blames the subprotocol", async () => {
-      // It went on as a plain request: 426 "Sec-WebSocket-Protocol orbit.events.v1 is required", offered or not.
+      // Taken for a plain request, it would get 426 "Sec-WebSocket-Protocol orbit.events.v1 is required", offered or not.
       const offered = `${ws}Sec-WebSocket-Protocol: orbit.events.v1\r\n`;
       assert.equal((await one(get(`http://${host()}/v1/events/connect`, offered))).status, 101);
       assert.equal((await one(get(`HTTP://${host().toUpperCase()}/v1/events/connect`, offered))).status, 101, "scheme and host are case-insensitive");
@@ -723,8 +723,8 @@ describe("HTTP basics", () => {
     });
 
     it("gives a management request 8 s by default: 503 at that deadline, not sooner or much later", async function () {
-      // §1 管理请求 8 秒服务端超时: the other tests shorten it (ORBIT_REQUEST_TIMEOUT_MS); this
-      // node runs with the default.
+      // Protocol §1: management requests time out on the server after 8 s. The other tests
+      // shorten it (ORBIT_REQUEST_TIMEOUT_MS); this node runs with the default.
       this.timeout(30000);
       const plain = await startNode(db.url);
       const c = await db.connect();
@@ -788,7 +788,7 @@ describe("HTTP basics", () => {
     });
 
     it("answers a request already in flight at SIGTERM with Connection: close", async () => {
-      // README, rolling restarts: no client may reuse a connection to a node going away.
+      // docs/operations.md, Shutdown: no client may reuse a connection to a node going away.
       const extra = await startNode(db.url);
       const body = validCreate();
       const socket = net.connect(extra.port, "127.0.0.1");
@@ -814,7 +814,7 @@ describe("HTTP basics", () => {
     });
 
     it("stops on SIGINT the same way, with exit code 0", async () => {
-      // platform.md: `orbit serve` serves until SIGTERM/SIGINT, then ... exits 0.
+      // docs/operations.md: `orbit serve` serves until SIGTERM/SIGINT, then ... exits 0.
       const extra = await startNode(db.url);
       const code = await extra.stop("SIGINT");
       assert.equal(code, 0);

@@ -27,7 +27,7 @@ describe("identity: bootstrap, 401, 403", () => {
     await db?.drop();
   });
 
-  it("bootstrap --json prints exactly the object platform.md describes", () => {
+  it("bootstrap --json prints exactly the documented object", () => {
     assert.deepEqual(Object.keys(full).sort(), ["actions", "application_id", "credential_id", "namespace_id", "queues", "token"]);
     for (const id of [full.namespace_id, full.application_id, full.credential_id]) assert.match(id, /^[0-9a-f]{32}$/);
     assert.match(full.token, new RegExp(`^orbit_${full.credential_id}_[A-Za-z0-9_-]{43}$`));
@@ -200,7 +200,7 @@ describe("identity: bootstrap, 401, 403", () => {
     }
   });
 
-  it("checks the queue a body names before the body (decision 5): an invalid body naming a queue outside the scope is 404 and writes nothing", async () => {
+  it("checks the queue a body names before the body: an invalid body naming a queue outside the scope is 404 and writes nothing", async () => {
     const elsewhere = (await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true })).queues[0]!.id;
     const own = full.queues[0]!.id;
     const api = client(node.url, full.token);

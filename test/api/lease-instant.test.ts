@@ -1,4 +1,4 @@
-// The last instant of a lease (README "Clocks"): a lease runs out only once the deciding
+// The last instant of a lease (docs/operations.md "Clocks"): a lease runs out only once the deciding
 // node's clock is past lease_until — at lease_until itself it is still leased. For a
 // worker attempt the rule is applied by the attempt's own complete call (leaseRanOut) and
 // by the claim's and the sweep's recovery (expiredStatement); for a delivery by the
@@ -108,7 +108,7 @@ describe("the last instant of a lease", function () {
   /**
    * Gives claims at the clock's instant a chance to decide: until the node ran `n` more,
    * `s` got another delivery, or 3 s passed. A connection asks at each recheck (100 ms)
-   * while its own count has room: today that count frees a lease at lease_until itself
+   * while its own count has room: that count frees a lease at lease_until itself
    * (connection.ts room), so the claims come; were it to wait 1 ms more, none would run at
    * the instant and there is nothing to decide — not a failure.
    */

@@ -1,4 +1,4 @@
-// Operating Orbit (issue 7 item 5): liveness, readiness, Prometheus metrics, and
+// Operating Orbit: liveness, readiness, Prometheus metrics, and
 // credential revocation reaching open event connections at their next claim.
 import { strict as assert } from "node:assert";
 import { readdirSync } from "node:fs";
@@ -91,8 +91,8 @@ describe("operating a node", function () {
   });
 
   it("answers /readyz 503 on a database not created or not migrated yet (serve --no-migrate), and /v1/health 503 on a missing one", async () => {
-    // The deploy README describes: nodes started with --no-migrate before the migrate
-    // step ran. Both answered 500 INTERNAL (ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE).
+    // The deploy docs/operations.md describes: nodes started with --no-migrate before the migrate
+    // step ran. Neither case (ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE) is a 500 INTERNAL.
     const empty = await freshDatabase("operations_unmigrated");
     const early = await startNode(empty.url, {}, ["--no-migrate"]);
     try {

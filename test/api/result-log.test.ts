@@ -1,4 +1,4 @@
-// The result log under concurrency (issue 3): many producers on two `orbit serve` nodes
+// The result log under concurrency: many producers on two `orbit serve` nodes
 // append while a reader keeps reading the committed head and every event up to it. The
 // reader must never see a missing sequence below the head, and the final log must hold
 // exactly one event per transition, numbered 1..N. Then retention: purge by sequence
@@ -14,7 +14,7 @@ import { purgeOlderThan } from "../../src/domain/result-log.js";
 import * as frames from "../../generated/ws/validators.js";
 
 const validResultEvent = (frames as unknown as Record<string, ((d: unknown) => boolean) & { errors?: unknown }>).ResultEvent!;
-/** The snapshot's fields (subscriptions.md §6): a result and the attempt are optional. */
+/** The snapshot's fields (docs/protocol.md §6): a result and the attempt are optional. */
 const SNAPSHOT_FIELDS = ["schema_version", "task_id", "queue_id", "state", "revision", "effect_uncertain", "result", "current_attempt_id"];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -22,7 +22,7 @@ const PRODUCERS = 8;
 const TASKS_PER_PRODUCER = 20;
 /**
  * In the content of every request of the producers that the log must not show
- * (platform.md: details carries {state, reason} and never task input): the input, a
+ * (docs/tasks.md: details carries {state, reason} and never task input): the input, a
  * worker's error, the free-text reasons of requeue, cancel and resolve.
  */
 const REQUEST_TEXT = "request-text-the-log-never-shows";
@@ -117,7 +117,7 @@ describe("result log", function () {
         await conn.end();
       }
     })();
-    // platform.md: each namespace has one stream. Another namespace's events, committed
+    // docs/tasks.md: each namespace has one stream. Another namespace's events, committed
     // meanwhile, are numbered in its own stream, never in this one.
     const otherCount = produce(client(nodes[1]!.url, elsewhere.token), elsewhere.queues[0]!.id, 0);
     const counts = await Promise.all(
@@ -144,7 +144,7 @@ describe("result log", function () {
     assert.deepEqual(other.events.map((e) => Number(e.sequence)), Array.from({ length: expectedElsewhere }, (_, i) => i + 1));
   });
 
-  it("prints committed events with orbit events, in the event shape of spec §6", async () => {
+  it("prints committed events with orbit events, in the event shape of docs/protocol.md §6", async () => {
     const env = { ORBIT_DATABASE_URL: db.url };
     const res = await runCli(["events", "--namespace", "ns", "--after", "2", "--limit", "5"], env);
     assert.equal(res.code, 0, res.stderr);
@@ -157,7 +157,7 @@ describe("result log", function () {
     for (const bad of [["--after", "01"], ["--limit", "0"], ["--limit", "10001"]]) {
       assert.equal((await runCli(["events", "--namespace", "ns", ...bad], env)).code, 2, bad.join(" "));
     }
-    // README: --after defaults to 0 and --limit to 100, and the head and the retention
+    // docs/operations.md: --after defaults to 0 and --limit to 100, and the head and the retention
     // boundary go to stderr, so stdout stays pure JSON lines. The log holds more than 100.
     const { head, events } = await readLog(db, cred.namespace_id);
     assert.ok(events.length > 100, `${events.length} events`);
@@ -175,7 +175,7 @@ describe("result log", function () {
   });
 
   it("prints with orbit events no request content: details is {state, reason}, the snapshot only its listed fields", async () => {
-    // platform.md: details carries {state, reason} and never task input; the worker's
+    // docs/tasks.md: details carries {state, reason} and never task input; the worker's
     // error is kept with the attempt and shown by no read (openapi.yaml). task.requeued is
     // only here (no subscription receives it), so no frame or response validator sees it.
     const res = await runCli(["events", "--namespace", "ns", "--limit", "10000"], { ORBIT_DATABASE_URL: db.url });
@@ -203,7 +203,7 @@ describe("result log", function () {
       assert.equal(res.code, 2, `${bad.join(" ")}: ${res.stderr}`);
     }
     assert.equal((await runCli(["purge", "--namespace", "nope", "--before", "3"], env)).code, 2);
-    // An unknown name is echoed JSON-escaped: raw, an ESC sequence reached the terminal.
+    // An unknown name is echoed JSON-escaped: raw, an ESC sequence would reach the terminal.
     for (const cmd of [["purge", "--before", "3"], ["events"]]) {
       const res = await runCli([...cmd, "--namespace", "a\u001b[31m\nX"], env);
       assert.equal(res.code, 2, res.stderr);
@@ -224,7 +224,7 @@ describe("result log", function () {
       await c.end();
     }
     // A lower --before never lowers the boundary, and says where the retained log starts:
-    // it printed "starts after 4", a boundary the namespace does not have.
+    // not "starts after 4", a boundary the namespace does not have.
     const lower = await runCli(["purge", "--namespace", "ns", "--before", "5"], env);
     assert.equal(lower.code, 0, lower.stderr);
     assert.match(lower.stdout, /purged 0 events; the retained log of ns starts after 10\n$/);
@@ -237,7 +237,7 @@ describe("result log", function () {
   });
 
   it("purges the whole log with --before head + 1, the largest allowed", async () => {
-    // README: SEQUENCE <= head + 1. head + 1 is how an operator empties a namespace's log.
+    // docs/operations.md: SEQUENCE <= head + 1. head + 1 is how an operator empties a namespace's log.
     const env = { ORBIT_DATABASE_URL: db.url };
     const { head } = await readLog(db, elsewhere.namespace_id);
     assert.ok(head > 0n);
@@ -305,8 +305,8 @@ describe("result log", function () {
 
   it("deletes on its next sweep (ORBIT_RETENTION) the events a purge left below the boundary", async () => {
     // A purge raises the boundary in one transaction and deletes afterwards: a node killed
-    // in between leaves the rows. The sweep saw the boundary already in place and deleted
-    // nothing, so they stayed until the boundary next moved.
+    // in between leaves the rows. The sweep, finding the boundary already in place, must
+    // still delete them, or they would stay until the boundary next moves.
     const pool = createPool(db.url, 2);
     const c = await db.connect();
     try {
@@ -411,7 +411,7 @@ describe("result log numbering after a lost sequencer reply", function () {
       await cancel(t2);
       // The reply is lost with the connection: the pass fails after its COMMIT. The next
       // sweep statement stalls, so that only the sequencer's own retry can number t2's
-      // event (before the fix: nothing did until the 5 s sweep, here never).
+      // event (without it, nothing would until the 5 s sweep, here never).
       proxy.cutStalled();
       proxy.stallWhen("SELECT DISTINCT namespace_id FROM result_events WHERE sequence IS NULL");
       const started = Date.now();

@@ -1,4 +1,4 @@
-// The management SDK against a real node: typed calls, typed errors with the spec's
+// The management SDK against a real node: typed calls, typed errors with the protocol's
 // codes, and a write whose answer is lost on the network is sent again with the same
 // key and comes back as the original receipt — never a second subscription or task.
 import { strict as assert } from "node:assert";
@@ -30,7 +30,7 @@ describe("management SDK", () => {
     await db?.drop();
   });
 
-  it("walks through create, get, list, pause and resume, as spec §8 does", async () => {
+  it("walks through create, get, list, pause and resume, as docs/protocol.md §8 does", async () => {
     const created = await orbit.createSubscription("sdk-create-1", { name: "object-results", queue_id: q, max_pending: 100, max_attempts: 20 });
     assert.equal(created.deduplicated, false);
     const current = await orbit.getSubscription(created.subscription.id);
@@ -45,7 +45,7 @@ describe("management SDK", () => {
     assert.deepEqual(deliveries.items, []);
   });
 
-  it("surfaces errors as OrbitApiError with the spec's code and status", async () => {
+  it("surfaces errors as OrbitApiError with the protocol's code and status", async () => {
     await assert.rejects(orbit.getSubscription("0123456789abcdef0123456789abcdef"), (e: unknown) => {
       assert.ok(e instanceof OrbitApiError);
       assert.equal(e.code, "NOT_FOUND");
@@ -110,8 +110,8 @@ describe("management SDK", () => {
   });
 
   it("never sends again a claim whose answer was lost: OrbitNetworkError, and no second task taken", async () => {
-    // The claim was retried like a keyed write: the lost claim had committed, so the
-    // retry took the next task too, and the first stayed RUNNING until its lease ran out.
+    // Retried like a keyed write, a lost claim that had committed would take the next task
+    // too, and the first would stay RUNNING until its lease ran out.
     const w = cred.queues[1]!.id;
     const direct = new OrbitClient({ baseUrl: node.url, token: cred.token });
     const first = await direct.submitTask("sdk-claim-1", { queue_id: w, input: 1 });

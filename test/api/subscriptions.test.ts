@@ -1,4 +1,4 @@
-// Subscription management over real HTTP (spec §1-3): create with its field rules and
+// Subscription management over real HTTP (docs/protocol.md §1-3): create with its field rules and
 // idempotency, owner and scope on every operation, list paging, configure, the 64 limit.
 import { strict as assert } from "node:assert";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
@@ -135,7 +135,7 @@ describe("subscriptions", () => {
     it("keeps names unique in the namespace, and refuses queues outside the scope or actions it lacks", async () => {
       assert.equal((await create({ name: "unique-name" })).status, 201);
       assertError(await create({ name: "unique-name" }), 409, "STATE_CONFLICT");
-      // The body's 400 before the state's 409 (decision 5): from_sequence above the head.
+      // The body's 400 before the state's 409 (the order of checks): from_sequence above the head.
       assertError(await create({ name: "unique-name", from_sequence: (BigInt(await head()) + 1n).toString() }), 400, "INVALID_ARGUMENT");
       assertError(await client(node.url, peer.token).post("/v1/subscriptions", { name: "unique-name", queue_id: q }), 409, "STATE_CONFLICT");
       assertError(await create({ queue_id: ID }), 404, "NOT_FOUND");
@@ -143,7 +143,7 @@ describe("subscriptions", () => {
       assertError(await api.post("/v1/subscriptions", { name: "no-key", queue_id: ID }, null), 404, "NOT_FOUND");
       const other = await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true });
       assertError(await create({ queue_id: other.queues[0]!.id }), 404, "NOT_FOUND");
-      // 命名空间内唯一: unique within the namespace only; another namespace may use the name.
+      // Protocol §2: unique within the namespace only; another namespace may use the name.
       const elsewhere = await client(node.url, other.token).post("/v1/subscriptions", { name: "unique-name", queue_id: other.queues[0]!.id });
       assert.equal(elsewhere.status, 201, elsewhere.text);
       const tasksOnly = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
@@ -242,8 +242,9 @@ describe("subscriptions", () => {
       const c1 = first.json.data.next_cursor as string;
       assertError(await api3.get(`/v1/subscriptions?queue_id=${owner.queues[1]!.id}&cursor=${c1}`), 404, "NOT_FOUND"); // q2 is not in mine's scope
       assertError(await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${q}&cursor=${c1}`), 400, "INVALID_ARGUMENT");
-      // Another queue in the same credential's scope: the cursor is bound to its queue (§3
-      // 游标不能换队列…使用), not only to the credential (the 404 above is the scope's).
+      // Another queue in the same credential's scope: the cursor is bound to its queue
+      // (protocol §3: a cursor may not be used with another queue), not only to the
+      // credential (the 404 above is the scope's).
       for (let i = 0; i < 2; i++) assert.equal((await create({})).status, 201);
       const ownCursor = (await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${q}&limit=1`)).json.data.next_cursor as string;
       assert.ok(ownCursor, "owner has more than one subscription on q");
@@ -256,7 +257,7 @@ describe("subscriptions", () => {
       );
       assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=${forged}`), 400, "INVALID_ARGUMENT");
       // A position no created_at can hold (DATETIME(3): years 0000-9999) is no position of
-      // this list (it answered an empty 200).
+      // this list (not an empty 200).
       for (const t of [Date.UTC(10000, 0, 1), 8.64e15, 8.64e15 + 1, 9e15, -1]) {
         const outOfRange = Buffer.from(
           JSON.stringify({ l: `subscriptions:${q}`, c: mine.credential_id, n: mine.namespace_id, f: "", t, i: "f".repeat(32) }),
@@ -272,7 +273,8 @@ describe("subscriptions", () => {
     });
 
     it("lists only the caller's subscriptions in the queue it names, 20 a page by default", async () => {
-      // §3 列表只包含当前凭据在这个队列中的订阅: a credential with subscriptions on two
+      // Protocol §3: a list holds only the current credential's subscriptions in that queue:
+      // a credential with subscriptions on two
       // queues of its scope sees each queue's own in that queue's list, never the other's.
       const two = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "q2"], eventAccess: true });
       const api5 = client(node.url, two.token);
@@ -415,7 +417,8 @@ describe("subscriptions", () => {
       assert.equal(refused.length, 6);
       for (const r of refused) assertContract("createSubscription", r);
       assertError(await api4.post("/v1/subscriptions", { name: "s-late", queue_id: team.queues[0]!.id }), 409, "SUBSCRIPTION_LIMIT");
-      // The namespace's limit, whichever credential of it asks (每命名空间最多 64 个订阅).
+      // The namespace's limit, whichever credential of it asks (at most 64 subscriptions per
+      // namespace).
       const mate = await bootstrap(db.url, { namespace: "crowded", application: "app2", queues: ["q"], eventAccess: true });
       assertError(await client(node.url, mate.token).post("/v1/subscriptions", { name: "s-mate", queue_id: mate.queues[0]!.id }), 409, "SUBSCRIPTION_LIMIT");
       const c = await db.connect();

@@ -1,4 +1,4 @@
-// Every task state × every operation on it (platform.md "Queues, tasks and workers"):
+// Every task state × every operation on it (docs/tasks.md):
 // each answers its documented result or a clean 409 STATE_CONFLICT, bumps the revision
 // exactly when the state changes, and writes exactly the documented events — one per
 // result or requeue, none for a claim or a refusal — in a gapless stream.

@@ -1,4 +1,4 @@
-// The task API over real HTTP (platform.md): submit with idempotency, read, cancel and
+// The task API over real HTTP (docs/tasks.md): submit with idempotency, read, cancel and
 // resolve, with scope (404), permission (403), validation (400) and state (409) errors,
 // and the result event each transition appends.
 import { strict as assert } from "node:assert";
@@ -108,7 +108,7 @@ describe("tasks", () => {
       const fits = await submit(`{"queue_id":"${q}","input":"${"x".repeat(limit - 2)}"}`);
       assert.equal(fits.status, 201, fits.text);
       // Numbers at the edges of a double's range are kept as their text, precision beyond
-      // a double's included (README, HTTP rules).
+      // a double's included (docs/http.md, Bodies).
       for (const text of ["1e308", "-1e-300", "5e-324", "1.5e300", "1234567890.123456789012345678901"]) {
         const res = await submit(`{"queue_id":"${q}","input":{"n":${text}}}`);
         assert.equal(res.status, 201, res.text);
@@ -123,7 +123,7 @@ describe("tasks", () => {
     });
 
     it("refuses numbers beyond a double's range, or fractions it reads as whole, with 400, nothing written", async () => {
-      // Orbit's choice (README, openapi.yaml JsonValue): RFC 8259 §6; an SDK would read
+      // Orbit's choice (docs/http.md, openapi.yaml JsonValue): RFC 8259 §6; an SDK would read
       // these as infinity, 0 or 100.
       const n = await taskCount();
       for (const text of ["1e400", "-1E+999", "9".repeat(400), "1e-400", "100.000000000000001"]) {
@@ -133,7 +133,7 @@ describe("tasks", () => {
     });
 
     it("accepts max_attempts at its limits, 1 and 100", async () => {
-      // platform.md: a task's attempt limit is max_attempts on submit (1–100, default 5).
+      // docs/tasks.md: a task's attempt limit is max_attempts on submit (1–100, default 5).
       for (const max_attempts of [1, 100]) {
         const res = await submit({ queue_id: q, input: 1, max_attempts });
         assert.equal(res.status, 201, res.text);
@@ -246,11 +246,11 @@ describe("tasks", () => {
     }
 
     it("takes a cancel's and a completion's locks in one order: no deadlock when both wait for the task", async () => {
-      // Cancel locks the task, then updates its attempt. A completion's locked read took
-      // the attempt, then the task. Both held back on the task row by the test, cancel
-      // first: once released, cancel got the task and waited for the attempt, which the
-      // completion held while it waited for the task — a deadlock every time (InnoDB
-      // failed one, withTransaction ran it again: orbit_database_retries_total 1).
+      // Cancel locks the task, then updates its attempt. A completion that locked the
+      // attempt, then the task, would deadlock with it here: both held back on the task row
+      // by the test, cancel first, so once released cancel gets the task and waits for the
+      // attempt, which the completion holds while it waits for the task (InnoDB fails one,
+      // withTransaction runs it again: orbit_database_retries_total goes up).
       const qr = await grantedQueue(db, owner, "lock-order");
       const { taskId, attemptId } = (await claimedTasks(api, qr, 1))[0]!;
       const before = await retries();
@@ -271,7 +271,7 @@ describe("tasks", () => {
     });
 
     it("decides 200 concurrent cancel and complete pairs once each, without a deadlock to retry", async () => {
-      // The same race left to timing (before the fix: retries in 1 of 3 runs).
+      // The same race left to timing.
       const qr = await grantedQueue(db, owner, "race");
       const running = await claimedTasks(api, qr, 200);
       const before = await retries();
@@ -295,7 +295,7 @@ describe("tasks", () => {
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "7", reason: "x" }), 409, "STATE_CONFLICT");
       const leadingZero = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "01", reason: "x" });
       assertError(leadingZero, 400, "INVALID_ARGUMENT");
-      // The rule in words, not the uint64 pattern's 467 characters of regular expression.
+      // The rule in words, not the uint64 pattern's hundreds of characters of regular expression.
       assert.equal(
         leadingZero.json.error.message,
         "body field expected_revision: must be a canonical decimal uint64 (0 to 18446744073709551615; no sign, leading zero, fraction, exponent or whitespace)",
@@ -303,7 +303,7 @@ describe("tasks", () => {
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "" }), 400, "INVALID_ARGUMENT");
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x".repeat(1025) }), 400, "INVALID_ARGUMENT");
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1" }), 400, "INVALID_ARGUMENT");
-      // platform.md: cancel takes an Idempotency-Key; without one it is 400 and writes nothing.
+      // docs/tasks.md: cancel takes an Idempotency-Key; without one it is 400 and writes nothing.
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x" }, null), 400, "INVALID_ARGUMENT");
       // 1024 Unicode characters (2048 UTF-16 units) is within the limit.
       const ok = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "😀".repeat(1024) });
@@ -334,7 +334,7 @@ describe("tasks", () => {
     });
 
     it("scopes a task write's key to its operation kind, and a resolve's content includes its task", async () => {
-      // subscriptions.md Decisions (binding for task routes): keys are scoped to
+      // The idempotency rule of docs/protocol.md (task routes too): keys are scoped to
       // (credential, operation kind), and a replay is the same canonical body AND target.
       const qe = owner.queues[4]!.id;
       const key = "kind-key";
@@ -377,7 +377,7 @@ describe("tasks", () => {
       const rev = done.json.data.task.revision;
       assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: "1", outcome: "succeeded", reason: "ok" }), 409, "STATE_CONFLICT");
       assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "maybe", reason: "ok" }), 400, "INVALID_ARGUMENT");
-      // platform.md: resolve takes an Idempotency-Key; without one it is 400 and writes nothing.
+      // docs/tasks.md: resolve takes an Idempotency-Key; without one it is 400 and writes nothing.
       assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "succeeded", reason: "ok" }, null), 400, "INVALID_ARGUMENT");
       const resolveBody = { expected_revision: rev, outcome: "succeeded", reason: "checked by hand" };
       const res = await api.post(`/v1/tasks/${t.id}:resolve`, resolveBody, "resolve-1");

@@ -1,4 +1,4 @@
-// The worker API over real HTTP (platform.md): claim with long-poll, complete, requeue,
+// The worker API over real HTTP (docs/tasks.md): claim with long-poll, complete, requeue,
 // stale and repeated completions, and attempt leases that run out.
 import { strict as assert } from "node:assert";
 import http from "node:http";
@@ -41,7 +41,7 @@ describe("worker API", () => {
 
   it("answers 204 at once when the queue is empty and wait_ms is 0", async () => {
     const q = await freshQueue();
-    // platform.md: wait_ms defaults to 0 (answer at once): omitted here, it waits for
+    // docs/tasks.md: wait_ms defaults to 0 (answer at once): omitted here, it waits for
     // nothing (the bound is loose; a default of 2 s or more, of up to 20 s, is beyond it).
     const started = performance.now();
     const res = await claim(q);
@@ -90,7 +90,7 @@ describe("worker API", () => {
 
   it("refuses a result above 256 KiB as the JSON string events carry it in, so every event.deliver frame fits 512 KiB", async () => {
     // 60,000 `""` items: 180 KB as sent, 300 KB escaped; accepted, its event.deliver frame
-    // was ~600 KB, above the contract's frame limit (a client holding it closes with 1009).
+    // would be ~600 KB, above the contract's frame limit (a client holding it closes with 1009).
     const quotes = `[${Array(60_000).fill('""').join(",")}]`;
     const q = await freshQueue();
     const t = await submit(q);
@@ -189,8 +189,8 @@ describe("worker API", () => {
   });
 
   it("takes no task for a credential revoked while its claim waits: 401, and the task stays QUEUED", async () => {
-    // A long-poll authenticated once, at its start: a worker revoked during its wait_ms
-    // still took the next task (RUNNING under an attempt of a revoked credential).
+    // Were a long-poll authenticated only once, at its start, a worker revoked during its
+    // wait_ms would still take the next task (RUNNING under an attempt of a revoked credential).
     const q = await freshQueue();
     const worker = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["tasks:work"], queueIds: [q] });
     const waiting = client(node.url, worker.token).post("/v1/worker/claim", { queue_id: q, wait_ms: 10000 }, null);
@@ -206,10 +206,10 @@ describe("worker API", () => {
   });
 
   it("takes no task for a long-poll whose client went away: the task stays QUEUED for the next worker", async () => {
-    // A worker that stops waiting (its HTTP timeout, a restart) left its claim polling
-    // for the rest of wait_ms: the next task became RUNNING under an attempt nobody held,
-    // until its lease ran out (60 s by default), and then came back with an attempt used
-    // and effect_uncertain=true — or FAILED, ATTEMPTS_EXHAUSTED, at max_attempts 1.
+    // A worker that stops waiting (its HTTP timeout, a restart) must not leave its claim
+    // polling for the rest of wait_ms: the next task would be RUNNING under an attempt
+    // nobody holds until its lease runs out (60 s by default), then come back with an
+    // attempt used and effect_uncertain=true — or FAILED, ATTEMPTS_EXHAUSTED, at max_attempts 1.
     const q = await freshQueue();
     const u = new URL(node.url);
     const gone = http.request({ host: u.hostname, port: u.port, method: "POST", path: "/v1/worker/claim", agent: false, headers: {
@@ -260,7 +260,7 @@ describe("worker API", () => {
     const q = await freshQueue();
     assertError(await api.post("/v1/worker/claim", { queue_id: q, wait_ms: 20001 }, null), 400, "INVALID_ARGUMENT");
     assertError(await api.post("/v1/worker/claim", { queue_id: q, wait_ms: -1 }, null), 400, "INVALID_ARGUMENT");
-    // The upper limit itself is accepted (platform.md: wait_ms ≤ 20000); a QUEUED task answers at once.
+    // The upper limit itself is accepted (docs/tasks.md: wait_ms ≤ 20000); a QUEUED task answers at once.
     const waited = await submit(q);
     const atLimit = await claim(q, 20000);
     assert.equal(atLimit.status, 200, atLimit.text);
@@ -294,7 +294,7 @@ describe("worker API", () => {
     // credential, and their own transaction checks the revocation (router.ts
     // REVOCATION_IN_TRANSACTION, worker.ts endAttemptCalls). Every call here comes from a
     // credential the node has already found active, then revoked by `orbit revoke`: each
-    // is 401 before anything else (decision 5), and nothing of it is written. A node of
+    // is 401 before anything else (the order of checks), and nothing of it is written. A node of
     // its own with the default 60 s attempt lease: no attempt runs out during a test.
     let node: OrbitNode;
     let api: Client;
@@ -407,8 +407,8 @@ describe("worker API", () => {
 
 describe("worker calls on an attempt whose lease ran out before any sweep recovered it", function () {
   // A database of its own and one node per test behind a proxy, so that no other node's
-  // 1 s sweep gets to the attempts first. Before the fix, a late completion answered 200
-  // (SUCCEEDED) in the up-to-1 s window between the lease's end and the next sweep.
+  // 1 s sweep gets to the attempts first: a late completion must be 409, not 200
+  // (SUCCEEDED), in the up-to-1 s window between the lease's end and the next sweep.
   this.timeout(60000);
   let db: TestDatabase;
   let cred: BootstrapOutput;
@@ -537,8 +537,8 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
     const lock = await db.connect();
     await lock.query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
     await lock.query("START TRANSACTION");
-    // One row per statement: on a table of 7 rows an IN list was read by a scan of the
-    // primary key, which waited on the earlier test's task the stalled sweep holds.
+    // One row per statement: on a table of 7 rows an IN list may be read by a scan of the
+    // primary key, which would wait on the earlier test's task the stalled sweep holds.
     for (const id of [h0.id, h1.id]) await lock.query("SELECT id FROM tasks WHERE id = ? FOR UPDATE", [id]);
     const lockWaits = async () =>
       Number((await db.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT%FOR UPDATE'", [db.name]))[0].n);

@@ -1,5 +1,6 @@
-// Every `orbit` command has --help, and a wrong option is a usage error (exit 2); README's
-// command and Configuration tables name what the code has, with its defaults.
+// Every `orbit` command has --help, and a wrong option is a usage error (exit 2); the
+// command table of docs/operations.md and the configuration tables of docs/configuration.md
+// and README.md name what the code has, with its defaults.
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import net from "node:net";
@@ -7,13 +8,29 @@ import path from "node:path";
 import { loadConfig } from "../../src/config/index.js";
 import { runCli } from "../helpers/orbit.js";
 
-/** A `## title` section of README.md (mocha runs from the repository root). */
-function readmeSection(title: string): string {
-  const readme = readFileSync(path.resolve(process.cwd(), "README.md"), "utf8");
-  const start = readme.indexOf(`\n## ${title}\n`);
-  assert.ok(start >= 0, `README.md has no "## ${title}" section`);
-  const end = readme.indexOf("\n## ", start + 1);
-  return readme.slice(start, end < 0 ? undefined : end);
+/** A `## title` section of a Markdown file of the repository (mocha runs from its root). */
+function docSection(file: string, title: string): string {
+  const text = readFileSync(path.resolve(process.cwd(), file), "utf8");
+  const start = text.indexOf(`\n## ${title}\n`);
+  assert.ok(start >= 0, `${file} has no "## ${title}" section`);
+  const end = text.indexOf("\n## ", start + 1);
+  return text.slice(start, end < 0 ? undefined : end);
+}
+
+/** The rows of a configuration table: each variable with its stated default (undefined: unset). */
+function configRows(table: string): Map<string, string | undefined> {
+  const rows = [...table.matchAll(/^\| (`ORBIT_[A-Z_]+`(?: \/ `ORBIT_[A-Z_]+`)*) \| ([^|]+) \|/gm)];
+  const documented = new Map<string, string | undefined>();
+  for (const [, names, defaults] of rows) {
+    const vars = [...names!.matchAll(/`(ORBIT_[A-Z_]+)`/g)].map((m) => m[1]!);
+    const values = defaults!.trim() === "unset" ? vars.map(() => undefined) : [...defaults!.matchAll(/`([^`]*)`/g)].map((m) => m[1]!);
+    assert.equal(values.length, vars.length, `defaults of ${names}`);
+    vars.forEach((name, i) => {
+      assert.ok(!documented.has(name), `${name} is in the table twice`);
+      documented.set(name, values[i]);
+    });
+  }
+  return documented;
 }
 
 describe("orbit CLI", () => {
@@ -57,7 +74,7 @@ describe("orbit CLI", () => {
   });
 
   it("refuses an option given twice that takes one value (exit 2), never taking the last silently", async () => {
-    // `bootstrap --namespace a --namespace b` created everything in b.
+    // Taking the last, `bootstrap --namespace a --namespace b` would create everything in b.
     for (const args of [
       ["bootstrap", "--namespace", "a", "--namespace", "b", "--application", "x", "--queue", "q"],
       ["purge", "--namespace", "a", "--before", "1", "--before=2"],
@@ -70,7 +87,7 @@ describe("orbit CLI", () => {
   });
 
   it("refuses a missing required option with exit 2, naming it", async () => {
-    // README: a missing argument is a usage error (2), not a failure (1). The database is
+    // docs/operations.md: a missing argument is a usage error (2), not a failure (1). The database is
     // unreachable: the refusal comes before any connection.
     for (const [args, message] of [
       [["purge", "--namespace", "ns"], /--namespace and --before are required/],
@@ -85,7 +102,7 @@ describe("orbit CLI", () => {
   });
 
   it("echoes a bad name argument JSON-escaped, so control characters never reach the terminal", async () => {
-    // The names were echoed raw: an ESC sequence recoloured the terminal, a newline forged a line.
+    // Echoed raw, an ESC sequence would recolour the terminal and a newline forge a line.
     const hostile = "a\u001b[31mred\nX";
     for (const args of [["bootstrap", "--namespace", hostile, "--application", "x", "--queue", "q"]]) {
       const res = await runCli(args, { ORBIT_DATABASE_URL: "mysql://root@127.0.0.1:1/orbit_unused" });
@@ -96,7 +113,7 @@ describe("orbit CLI", () => {
   });
 
   it("names ORBIT_DATABASE_URL when its percent-encoding is malformed, and never echoes it", async () => {
-    // Each command said only "URI malformed" (mysql2's decodeURIComponent of the password).
+    // Not just "URI malformed" (mysql2's decodeURIComponent of the password).
     for (const url of ["mysql://root:s3cret%ZZ@127.0.0.1:1/orbit_x", "mysql://root:s3cret@127.0.0.1:1/orbit%ZZ"]) {
       for (const args of [["migrate"], ["events", "--namespace", "ns"], ["revoke", "--credential", "0".repeat(32)]]) {
         const res = await runCli(args, { ORBIT_DATABASE_URL: url });
@@ -127,8 +144,8 @@ describe("orbit CLI", () => {
       assert.equal(res.code, 2, `${args.join(" ")}: ${res.stderr}`);
       assert.match(res.stderr, /expected "credential revoke ID"/);
     }
-    // A malformed ID was refused in the words and with the usage of the other form:
-    // "orbit credential: --credential must be a 32-hex id" and "Usage: orbit revoke --credential ID".
+    // A malformed ID is refused in this form's words and usage, not the other form's
+    // ("--credential must be a 32-hex id", "Usage: orbit revoke --credential ID").
     const malformed = await runCli(["credential", "revoke", "xyz"]);
     assert.equal(malformed.code, 2, malformed.stderr);
     assert.match(malformed.stderr, /^orbit credential: ID must be a credential id: 32 lowercase hex characters\n\nUsage: orbit credential revoke ID/);
@@ -137,19 +154,20 @@ describe("orbit CLI", () => {
     assert.match(bare.stdout, /^orbit: /);
   });
 
-  it("README's `orbit` command table names every command of orbit --help, and no other", async () => {
+  it("docs/operations.md's `orbit` command table names every command of orbit --help, and no other", async () => {
     const help = await runCli(["--help"]);
     const listed = [...help.stdout.matchAll(/^  ([a-z]+) {2,}/gm)].map((m) => m[1]!).sort();
     assert.deepEqual(listed, ["bootstrap", "credential", "events", "listen", "migrate", "purge", "revoke", "serve"]);
-    const table = readmeSection("The `orbit` command");
+    const table = docSection("docs/operations.md", "The `orbit` command");
     const documented = new Set([...table.matchAll(/^\| `orbit ([a-z]+)/gm), ...table.matchAll(/\(also `orbit ([a-z]+)/g)].map((m) => m[1]!));
     assert.deepEqual([...documented].sort(), listed);
   });
 
-  it("defaults the event connection's limits to the original spec's figures", () => {
-    // §5: 连接后 5 秒内发送 hello; 节点最多 128 条事件连接. §7: 连续 60 秒没有有效读取到客户端帧会关闭连接.
-    // §6 (the welcome): lease_duration_ms 30000. README's table follows the code (the test
-    // below), so only this one fails when a default moves away from the spec with it.
+  it("defaults the event connection's limits to the figures of docs/protocol.md", () => {
+    // docs/protocol.md §5: a hello within 5 s of connecting; at most 128 event connections a
+    // node. §7: a connection with no valid client frame read for 60 s is closed. §5 (the
+    // welcome): lease_duration_ms 30000. The documented tables follow the code (the test
+    // below), so only this one fails when a default moves away from the protocol with it.
     const d = loadConfig({});
     assert.deepEqual(
       { helloTimeoutMs: d.helloTimeoutMs, maxConnections: d.maxConnections, idleTimeoutMs: d.idleTimeoutMs, leaseDurationMs: d.leaseDurationMs },
@@ -157,28 +175,29 @@ describe("orbit CLI", () => {
     );
   });
 
-  it("README's Configuration table: every variable exists with the stated default, and every one read is there", () => {
-    const table = readmeSection("Configuration");
-    const rows = [...table.matchAll(/^\| (`ORBIT_[A-Z_]+`(?: \/ `ORBIT_[A-Z_]+`)*) \| ([^|]+) \|/gm)];
-    const documented: string[] = [];
+  it("docs/configuration.md's table: every variable exists with the stated default, and every one read is there", () => {
+    const documented = configRows(docSection("docs/configuration.md", "Environment variables"));
     const base = loadConfig({});
-    for (const [, names, defaults] of rows) {
-      const vars = [...names!.matchAll(/`(ORBIT_[A-Z_]+)`/g)].map((m) => m[1]!);
-      const values = defaults!.trim() === "unset" ? vars.map(() => undefined) : [...defaults!.matchAll(/`([^`]*)`/g)].map((m) => m[1]!);
-      assert.equal(values.length, vars.length, `defaults of ${names}`);
-      vars.forEach((name, i) => {
-        documented.push(name);
-        const stated = values[i];
-        // Set to the stated default it changes nothing; set to another valid value it does
-        // (so the variable is read at all).
-        const other = stated === undefined ? "12h" : /^[0-9]+$/.test(stated) ? String(Number(stated) + 1) : name === "ORBIT_HOST" ? "127.0.0.2" : `${stated}_other`;
-        if (stated !== undefined) assert.deepEqual(loadConfig({ [name]: stated }), base, `${name}=${stated} is not the default`);
-        assert.notDeepEqual(loadConfig({ [name]: other }), base, `${name} is not read`);
-      });
+    for (const [name, stated] of documented) {
+      // Set to the stated default it changes nothing; set to another valid value it does
+      // (so the variable is read at all).
+      const other = stated === undefined ? "12h" : /^[0-9]+$/.test(stated) ? String(Number(stated) + 1) : name === "ORBIT_HOST" ? "127.0.0.2" : `${stated}_other`;
+      if (stated !== undefined) assert.deepEqual(loadConfig({ [name]: stated }), base, `${name}=${stated} is not the default`);
+      assert.notDeepEqual(loadConfig({ [name]: other }), base, `${name} is not read`);
     }
     const serveHelp = readFileSync(path.resolve(process.cwd(), "src/cli/serve.ts"), "utf8");
     const read = new Set([...serveHelp.matchAll(/ORBIT_[A-Z_]+/g)].map((m) => m[0]));
-    assert.deepEqual([...new Set(documented)].sort(), [...read].sort());
+    assert.deepEqual([...documented.keys()].sort(), [...read].sort());
+  });
+
+  it("README's configuration at a glance: each variable is in docs/configuration.md, with the same default", () => {
+    const full = configRows(docSection("docs/configuration.md", "Environment variables"));
+    const glance = configRows(docSection("README.md", "Configuration at a glance"));
+    assert.ok(glance.size > 0, "README's table names no variable");
+    for (const [name, stated] of glance) {
+      assert.ok(full.has(name), `${name} is not in docs/configuration.md`);
+      assert.equal(stated, full.get(name), `README's default of ${name}`);
+    }
   });
 });
 

@@ -1,6 +1,6 @@
-// The contract documents against the spec's own examples.
+// The contract documents against the protocol's own examples.
 //
-// - Every ```json block of ../shared/spec/subscriptions.md is classified: WebSocket frames
+// - Every ```json block of docs/protocol.md is classified: WebSocket frames
 //   by `type` (client: events.hello, events.ping, event.ack; server: events.welcome,
 //   event.deliver, ack, error) must validate against their direction's $defs in
 //   events.schema.json and fail against the other direction; the HTTP examples (create
@@ -18,13 +18,12 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { AnySchemaObject, ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
-import { specPath } from '../helpers/spec.js';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
 
 const ROOT = process.cwd();
-const SPEC_PATH = specPath('subscriptions.md');
+const SPEC_PATH = resolve(ROOT, 'docs/protocol.md');
 const EVENTS_PATH = resolve(ROOT, 'events.schema.json');
 const OPENAPI_PATH = resolve(ROOT, 'openapi.yaml');
 
@@ -132,10 +131,10 @@ function responseSchema(path: string, method: string, status: string): Json {
   return media['schema'] ?? null;
 }
 
-// ---------------------------------------------------------------- spec examples
+// ---------------------------------------------------------------- docs/protocol.md examples
 const specFrame = (type: string): JsonObject => {
   const f = specBlocks.find((b) => isObject(b) && b['type'] === type);
-  assert.ok(f && isObject(f), `the spec has no ${type} example`);
+  assert.ok(f && isObject(f), `docs/protocol.md has no ${type} example`);
   return clone(f);
 };
 
@@ -149,15 +148,15 @@ function httpKind(b: JsonObject): HttpKind | undefined {
   return undefined;
 }
 
-describe('contract: spec examples', () => {
-  it('reads ../shared/spec/subscriptions.md and finds its json examples', () => {
-    assert.ok(specText !== undefined, `spec not found at ${SPEC_PATH}`);
-    // 4 HTTP examples + 7 frame examples (hello, welcome, deliver, event.ack, ack, ping)
+describe('contract: docs/protocol.md examples', () => {
+  it('reads docs/protocol.md and finds its json examples', () => {
+    assert.ok(specText !== undefined, `docs/protocol.md not found at ${SPEC_PATH}`);
+    // 4 HTTP examples + 6 frame examples (hello, welcome, deliver, event.ack, ack, ping)
     assert.ok(specBlocks.length >= 10, `only ${specBlocks.length} json blocks found`);
   });
 
   it('classifies every json block and covers every frame type and HTTP example', () => {
-    assert.ok(specText !== undefined, `spec not found at ${SPEC_PATH}`);
+    assert.ok(specText !== undefined, `docs/protocol.md not found at ${SPEC_PATH}`);
     const seen = new Set<string>();
     for (const [i, b] of specBlocks.entries()) {
       const o = obj(b, `json block ${i}`);
@@ -264,7 +263,7 @@ describe('contract: negative cases', () => {
 
   it('a hello carrying session_id fails (and one with reply_to or error)', () => {
     const hello = specFrame('events.hello');
-    passes(clientFrame(), hello, 'spec hello');
+    passes(clientFrame(), hello, 'docs/protocol.md hello');
     fails(clientFrame(), { ...hello, session_id: '44444444444444444444444444444444' }, 'hello with session_id');
     fails(clientFrame(), { ...hello, reply_to: '44444444444444444444444444444444' }, 'hello with reply_to');
     fails(clientFrame(), { ...hello, error: { code: 'INTERNAL', message: 'x' } }, 'hello with error');
@@ -388,7 +387,7 @@ describe('contract: negative cases', () => {
   it('result events: type and states agree; requeued is not a result type', () => {
     const event = obj(obj(specFrame('event.deliver')['body'], 'body')['event'], 'event');
     const v = eventDef('ResultEvent');
-    passes(v, event, 'spec event');
+    passes(v, event, 'docs/protocol.md event');
     fails(v, { ...event, type: 'task.succeeded' }, 'type/state mismatch');
     fails(v, { ...event, type: 'task.requeued' }, 'task.requeued');
     fails(v, { ...event, details: { state: 'CANCELLED', reason: 'cancel_requested' } }, 'lower-case reason');

@@ -1,23 +1,22 @@
 // The generated standalone validators (what the server and SDK actually run) agree with
-// the spec's own examples: frames by direction, HTTP bodies by operation.
+// the examples of docs/protocol.md: frames by direction, HTTP bodies by operation.
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import * as frames from "../../generated/ws/validators.js";
 import * as http from "../../generated/http/validators.js";
-import { specPath } from "../helpers/spec.js";
 
 type Fn = (d: unknown) => boolean;
 const ws = frames as unknown as Record<string, Fn>;
 const api = http as unknown as Record<string, Fn>;
 
-const spec = readFileSync(specPath("subscriptions.md"), "utf8");
+const spec = readFileSync("docs/protocol.md", "utf8");
 const examples = [...spec.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]!) as Record<string, any>);
 const CLIENT = new Set(["events.hello", "events.ping", "event.ack"]);
 
-describe("generated validators against the spec's examples", () => {
+describe("generated validators against the examples of docs/protocol.md", () => {
   const framesOnly = examples.filter((e) => typeof e.type === "string");
 
-  it("finds the six frame examples (the spec shows no error frame)", () => {
+  it("finds the six frame examples (docs/protocol.md shows no error frame)", () => {
     assert.equal(framesOnly.length, 6);
   });
 

@@ -360,7 +360,7 @@ describe("contract: every response validates against openapi.yaml", function () 
 
   it("every path answers each method it lacks with 405, the envelope and an Allow naming exactly its own", async () => {
     // An action path (/v1/tasks/{id}:cancel) fits its resource's template too: GET and HEAD
-    // there were answered as the resource (404), and Allow named the resource's GET.
+    // there must not be answered as the resource (404), nor Allow name the resource's GET.
     for (const [path, item] of Object.entries<any>(OPENAPI.paths)) {
       const concrete = path.replace(/\{[a-z_]+\}/g, NO_ID);
       const declared = Object.keys(item).filter((m) => ["get", "post"].includes(m)).map((m) => m.toUpperCase());

@@ -1,6 +1,6 @@
 // The generated standalone validators (generated/http/validators.ts, generated/ws/
 // validators.ts) give the same verdict as a fresh, non-strict ajv compiled straight from
-// the contract documents, on every example either document or the spec carries and on
+// the contract documents, on every example either document or docs/protocol.md carries and on
 // near misses crafted from them (a field removed, one added, a value nudged just past a
 // pattern, length, range, enum, const or format). The generated code enforces what the
 // schemas say, and nothing more: an SDK author validating with any 2020-12 validator
@@ -13,14 +13,13 @@ import addFormatsModule from "ajv-formats";
 import { parse as parseYaml } from "yaml";
 import * as frames from "../../generated/ws/validators.js";
 import * as http from "../../generated/http/validators.js";
-import { specPath } from "../helpers/spec.js";
 
 type Fn = (d: unknown) => boolean;
 type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const events = JSON.parse(readFileSync("events.schema.json", "utf8")) as Any;
 const openapi = parseYaml(readFileSync("openapi.yaml", "utf8")) as Any;
-const spec = readFileSync(specPath("subscriptions.md"), "utf8");
+const spec = readFileSync("docs/protocol.md", "utf8");
 const specExamples = [...spec.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]!) as unknown);
 
 /** The reference: plain JSON Schema 2020-12 (OpenAPI's `discriminator` and `example` are annotations). */

@@ -1,8 +1,8 @@
-// Concurrent `orbit bootstrap` runs for the same names (platform.md: it "creates what does
+// Concurrent `orbit bootstrap` runs for the same names (docs/operations.md: it "creates what does
 // not exist yet (by name) and a new credential"): every run succeeds, they share one row
-// per name, and each gets its own credential pointing at those rows. Before the locking
-// reads in queries/identity.ts, a run whose snapshot predated the other run's commit found
-// no row after INSERT IGNORE and failed with a TypeError (39 of 40 races in an audit).
+// per name, and each gets its own credential pointing at those rows. Without the locking
+// reads in queries/identity.ts, a run whose snapshot predates the other run's commit
+// would find no row after INSERT IGNORE and fail with a TypeError.
 import { strict as assert } from "node:assert";
 import type { RowDataPacket } from "mysql2/promise";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
@@ -10,7 +10,7 @@ import { createPool, type Pool } from "../../src/db/pool.js";
 import { migrate } from "../../src/db/migrate.js";
 import { bootstrap, type BootstrapInput, type BootstrapResult } from "../../src/domain/bootstrap.js";
 
-/** Runs at once per round; 20 rounds of 4 took ~1 s here and failed most rounds unfixed. */
+/** Runs at once per round: 20 rounds of 4 are quick and hit the race reliably. */
 const RUNS = 4;
 const ROUNDS = 20;
 

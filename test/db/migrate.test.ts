@@ -41,8 +41,9 @@ describe("orbit migrate", () => {
   });
 
   it("starts the result log empty: a task that ended before its migration gets no fabricated result", async () => {
-    // §2 of the original: 现存日志从迁移 000013 启用，不补造此前的任务结果 (here the log's
-    // migration is result_events). A task CANCELLED before it exists stays without an event.
+    // The result log starts with its migration and invents no results of earlier tasks
+    // (here the log's migration is result_events). A task CANCELLED before it exists stays
+    // without an event.
     const other = await freshDatabase("migrate_log");
     try {
       const all = await loadMigrations();
@@ -108,7 +109,7 @@ describe("orbit migrate", () => {
       assert.equal(res.code, 1);
       assert.match(res.stderr, /newer than this code/);
       // A node started with --no-migrate (migrations run in a deploy step) refuses it too:
-      // it used to serve on a schema it does not know (claims naming dropped indexes).
+      // otherwise it would serve on a schema it does not know (claims naming dropped indexes).
       for (const args of [[], ["--no-migrate"]]) {
         const started = startNode(db.url, {}, args).then((n) => n.stop());
         await assert.rejects(started, /orbit serve exited with 1:[\s\S]*the database is at migration 999, newer than this code/, args.join(" "));

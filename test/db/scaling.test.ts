@@ -1,7 +1,7 @@
 // Statements that must not grow with the tables they read (deliveries, audit records, tasks
 // and attempts are kept for ever, result events until purged), and background work that
-// must not lock the hot path out. Each case fills just enough rows that the old statement
-// read all of them, and counts the index rows the statement walks (the session's
+// must not lock the hot path out. Each case fills just enough rows that an unbounded
+// statement would read all of them, and counts the index rows the statement walks (the session's
 // Handler_read_next / Handler_read_prev), or holds a lock to catch the sweep in the act.
 import { strict as assert } from "node:assert";
 import mysql from "mysql2/promise";
@@ -105,7 +105,7 @@ describe("statements at scale", function () {
       const cursors = new Map(rows.map((r) => [r.id as string, String(r.cursor_sequence)]));
       assert.equal(cursors.get(matching), String(HISTORY - 10), "it would lose events: its claims report the gap");
       assert.equal(cursors.get(other), String(HISTORY));
-      // Correlated in one UPDATE, each check walked the queue's events from its first: 2 × 2,990.
+      // Correlated in one UPDATE, each check would walk the queue's events from its first: 2 × 2,990.
       assert.ok(walked < 100, `walked ${walked} index rows`);
     } finally {
       await conn.query("DELETE FROM subscriptions WHERE id IN (?)", [[matching, other]]);

@@ -70,7 +70,7 @@ describe("examples", function () {
     assert.equal(r.code, 0, r.out);
     assert.match(r.out, /created [0-9a-f]{32} revision 1 deduplicated=false/);
     assert.match(r.out, /paused: enabled=false revision 2/);
-    // Spec §3 (the original): resume with a new key and the revision a QUERY returns — a
+    // docs/protocol.md §3: resume with a new key and the revision a QUERY returns — a
     // write's receipt is its original state, not the current one. The node's access log
     // shows the calls the example made, in order.
     const calls = node.lines.slice(logged).flatMap((l) => {
@@ -92,8 +92,8 @@ describe("examples", function () {
   });
 
   it("management: exits 1 when the node does not keep idempotency (a replay creates again, other content is taken)", async () => {
-    // The example printed whatever it got and exited 0: against a node without
-    // idempotency it "showed" idempotency all the same (README: any unexpected answer exits 1).
+    // The example must not print whatever it gets and exit 0: against a node without
+    // idempotency it would "show" idempotency all the same (README: any unexpected answer exits 1).
     // A node that forgets keys: every create is new (201, revision 1); reads and
     // configures behave.
     const subs = new Map<string, Record<string, unknown>>();
@@ -140,7 +140,7 @@ describe("examples", function () {
   });
 
   describe("protocol: exits 1 on an unexpected answer to the re-sent ACK instead of waiting for ever", () => {
-    // It waited only for an "ack" frame: an error frame, a close or silence left it
+    // Waiting only for an "ack" frame, an error frame, a close or silence would leave it
     // hanging (examples/README: any unexpected answer exits 1). Each answer comes from the
     // real node behind a proxy: the example ACKs on its first connection and re-sends that
     // ACK on its second, so the re-sent ACK is the second "event.ack" through the proxy.
@@ -148,7 +148,7 @@ describe("examples", function () {
       {
         // The first ACK is lost with its connection; the lease (2 s) runs out and the node
         // re-sends the delivery to the new session under epoch 2. The re-sent ACK, held
-        // until then, carries the replaced proof: DELIVERY_LEASE_LOST (spec §6).
+        // until then, carries the replaced proof: DELIVERY_LEASE_LOST (docs/protocol.md §6).
         what: "an error frame",
         arm: (proxy) => {
           void proxy.cutWhen("event.ack");

@@ -1,4 +1,4 @@
-// The Inbox example under SIGKILL (issue 6): the consumer runs as a child process and is
+// The Inbox example under SIGKILL: the consumer runs as a child process and is
 // killed at random moments, at least 20 times over 300 results, and restarted each time.
 // Afterwards every event is in the inbox exactly once, the business effect was applied
 // exactly once per event, and every delivery ended ACKED.
@@ -68,8 +68,8 @@ describe("the Inbox example killed again and again", function () {
     const last = start();
     const until = Date.now() + 120000;
     // Every earlier consumer may have been killed before it created its tables (on a busy
-    // machine a child can take longer to start than the 150-750 ms it was given, as one CI
-    // run found): wait for the last one to create them before counting.
+    // machine a child can take longer to start than the 150-750 ms it is given): wait for
+    // the last one to create them before counting.
     const admin = await mysql.createConnection({ uri: MYSQL_SERVER });
     try {
       const tables = async () =>

@@ -1,4 +1,4 @@
-// What a client was told survives the node at every transaction boundary (issue 7): a node
+// What a client was told survives the node at every transaction boundary: a node
 // is SIGKILLed, or its database connection cut, while workers complete and a consumer
 // receives and ACKs. Afterwards every answer the clients got is in the database — a 200
 // completion its task's change and its one event, a deliver frame its lease (that epoch

@@ -1,4 +1,4 @@
-// Faults of nodes, nothing lost (issue 7 item 1a, 1d): consumers (the SDK's Consumer,
+// Faults of nodes, nothing lost: consumers (the SDK's Consumer,
 // given every node's address) keep receiving and ACKing while (a) one node is SIGKILLed
 // and (d) every node is restarted mid-stream. Afterwards every result has exactly one
 // ACKED delivery per subscription, and no ACK audit record is duplicated.

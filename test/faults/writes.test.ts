@@ -1,5 +1,5 @@
-// What a client was told survives the node at the management and worker write boundaries
-// (issue 7): cancels (of QUEUED and RUNNING tasks), resolves, worker requeues, subscription
+// What a client was told survives the node at the management and worker write boundaries:
+// cancels (of QUEUED and RUNNING tasks), resolves, worker requeues, subscription
 // creates and configures and delivery retries run concurrently while the node is SIGKILLed,
 // or its database connections cut. Afterwards every 200/201 is durable — the same request
 // sent again with its key answers the original receipt, deduplicated — each task's state

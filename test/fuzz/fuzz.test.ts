@@ -1,4 +1,4 @@
-// Property-based fuzzing (fast-check) of a real `orbit serve` (issue 7 item 2): HTTP
+// Property-based fuzzing (fast-check) of a real `orbit serve`: HTTP
 // bodies, headers and query strings, and WebSocket frames — random JSON, near-valid
 // input (one field replaced, an extra key, a case-variant key, a duplicate key), huge
 // numbers, out-of-range uint64 strings, bad base64url, random unicode, truncated JSON,
@@ -372,7 +372,7 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       s.send('{"protocol_version":"1","protocol_version":"1"}');
       socket.uncork();
       wsCases += 41;
-      // The server's close frame arrives at once (the TCP close may not: the known bug).
+      // The server's close frame arrives at once (the TCP close is the next test's concern).
       const until = Date.now() + 5000;
       while (s.ws.readyState === s.ws.OPEN && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
       assert.notEqual(s.ws.readyState, s.ws.OPEN, "no close frame within 5 s");
@@ -843,10 +843,10 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
   });
 
   /**
-   * Found by this file: once a connection has READ_QUEUE (4) frames in processing its
-   * reading is paused; close() used not to resume it, so the server never read the
-   * client's close reply and the socket lingered until ws's 30 s closing timeout (and a
-   * SIGTERM waited for it). Fixed in src/ws/connection.ts close().
+   * Once a connection has READ_QUEUE (4) frames in processing its reading is paused;
+   * close() must resume it (src/ws/connection.ts), or the server never reads the client's
+   * close reply and the socket lingers until ws's 30 s closing timeout (and a SIGTERM
+   * waits for it).
    */
   it("completes the close handshake at once after 4 pipelined frames", async () => {
     const s = await connect(node.url, { token: cred.token });

@@ -1,4 +1,4 @@
-// Validate what the server sends (style habit 4): every response a test reads can be
+// Validate what the server sends: every response a test reads can be
 // checked against the generated validator of its operation and status.
 import { strict as assert } from "node:assert";
 import * as httpValidators from "../../generated/http/validators.js";

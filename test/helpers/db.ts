@@ -1,4 +1,5 @@
-// One database per test file (style habit 11): created fresh, dropped at the end.
+// One database per test file, so files never see each other's rows: created fresh,
+// dropped at the end.
 import mysql from "mysql2/promise";
 
 export const MYSQL_SERVER = process.env.ORBIT_TEST_MYSQL ?? "mysql://root@127.0.0.1:3306";

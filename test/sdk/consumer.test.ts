@@ -52,7 +52,7 @@ describe("event SDK", function () {
   describe("EventConnection", () => {
     it("keeps an idle connection open with its heartbeat; without one the node closes it at the idle timeout", async function () {
       this.timeout(40000);
-      // The node's heartbeat interval is the spec's 15 s; an idle timeout just above it
+      // The node's heartbeat interval is the protocol's 15 s; an idle timeout just above it
       // closes a connection that sends nothing, and not one whose SDK pings.
       const idleNode = await startNode(db.url, { ORBIT_IDLE_TIMEOUT_MS: "16500" });
       try {
@@ -95,7 +95,7 @@ describe("event SDK", function () {
       const proxy = await startProxy(node.port);
       const open = () =>
         EventConnection.open({ baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, heartbeat: false, ackTimeoutMs: 800, pingTimeoutMs: 800 });
-      // Within 5 s or not at all: without a deadline they waited for ever.
+      // Within 5 s or not at all: without a deadline they would wait for ever.
       const settled = (p: Promise<unknown>) => Promise.race([p.then(() => "answered", (e: unknown) => e), sleep(5000).then(() => "still waiting")]);
       const isClosedError = (e: unknown, text: string) => e instanceof OrbitEventError && e.code === "CONNECTION_CLOSED" && e.message.includes(text);
       try {
@@ -144,7 +144,7 @@ describe("event SDK", function () {
       await assert.rejects(conn.ack(d.proof), (e: unknown) => e instanceof OrbitEventError && e.code === "CONNECTION_CLOSED");
     });
 
-    it("rejects a refused upgrade or hello with the spec's code", async () => {
+    it("rejects a refused upgrade or hello with the protocol's code", async () => {
       const { sub } = await setup();
       await assert.rejects(
         EventConnection.open({ baseUrl: node.url, token: `orbit_${"0".repeat(32)}_${"A".repeat(43)}`, subscriptionId: sub, capacity: 1 }),
@@ -301,8 +301,9 @@ describe("event SDK", function () {
         const check = await db.connect();
         try {
           const [rows] = await check.query<any[]>("SELECT lease_epoch FROM deliveries WHERE subscription_id = ?", [sub]);
-          // The older proof kept instead was refused (DELIVERY_LEASE_LOST) and dropped: the
-          // delivery waited out lease 2 and was ACKed only at epoch 3, an attempt spent.
+          // Were the older proof kept instead, it would be refused (DELIVERY_LEASE_LOST) and
+          // dropped: the delivery would wait out lease 2 and be ACKed only at epoch 3, an
+          // attempt spent.
           assert.equal(String(rows[0].lease_epoch), "2", "ACKED with the proof of lease 2, on the next connection");
         } finally {
           await check.end();
@@ -324,8 +325,8 @@ describe("event SDK", function () {
         await sleep(2000);
         await c.stop({ deadlineMs: 200 });
         // Each wait doubles from 50 ms, jittered over its upper half (25-50, 50-100, ...,
-        // 800-1600 ms): at most 7 connections in 2 s. Reset at every welcome, as it was,
-        // the waits stayed 0-50 ms: ~50 connections.
+        // 800-1600 ms): at most 7 connections in 2 s. Reset at every welcome, the waits
+        // would stay 0-50 ms: ~50 connections.
         assert.ok(proxy.upgrades >= 3, `it reconnected (${proxy.upgrades})`);
         assert.ok(proxy.upgrades <= 7, `${proxy.upgrades} connections in 2 s`);
       } finally {
@@ -427,9 +428,9 @@ describe("event SDK", function () {
     });
 
     it("gives up on a node that takes the upgrade but never answers the hello, and moves on to the next", async function () {
-      // open() waited for the welcome with no deadline (the heartbeat starts only after
-      // it): a frozen node held the consumer for ever — no other node tried, and stop()
-      // (orbit listen's Ctrl-C) never returned.
+      // Without a deadline on the welcome (the heartbeat starts only after it), a frozen node
+      // would hold the consumer for ever: no other node would be tried, and stop() (orbit
+      // listen's Ctrl-C) would never return.
       this.timeout(40000);
       // The real node behind a proxy that lets its 101 through and nothing after it: the
       // node takes the upgrade and the hello, and its welcome never arrives.
@@ -466,7 +467,7 @@ describe("event SDK", function () {
         }).start();
         await until(() => silent.mutedFromServer > muted); // connecting: the hello taken, its welcome lost
         // stop() gives up the connection being opened: within its deadline, not after the
-        // welcome's 10 s (it waited those out, then reported them as a failure).
+        // welcome's 10 s (and without reporting them as a failure).
         const stopping = Date.now();
         const stopped = await Promise.race([stuck.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for a welcome")]);
         assert.deepEqual(stopped, { stopped: true });
@@ -478,8 +479,8 @@ describe("event SDK", function () {
     });
 
     it("stops within its deadline when the node never answers the close frame", async function () {
-      // stop() awaited the close handshake: a node that never answered the close held it for
-      // ws's closing timeout (30 s), past the deadline orbit listen's Ctrl-C relies on.
+      // Awaiting the close handshake unbounded, a node that never answers the close would hold
+      // stop() for ws's closing timeout (30 s), past the deadline orbit listen's Ctrl-C relies on.
       this.timeout(40000);
       // The real node behind a proxy that, once the welcome has passed, forwards nothing
       // from the client: the node never reads the close frame, so it never answers it.
@@ -545,7 +546,8 @@ describe("event SDK", function () {
 
     it("hands back at stop the proofs whose ACK was not confirmed; a consumer given them ACKs on its first connection (§7)", async function () {
       this.timeout(40000);
-      // Spec §7 (the original): 客户端关闭时应先完成自己的本地持久化、保存未核对 ACK 的证明，再关闭连接.
+      // docs/protocol.md §7: a closing client first finishes its own local persistence and
+      // saves the proofs of unconfirmed ACKs, then closes the connection.
       // A lease long enough that nothing is redelivered meanwhile: the saved proof is what ACKs.
       const longLease = await startNode(db.url, { ORBIT_LEASE_DURATION_MS: "30000" });
       const proxy = await startProxy(longLease.port);
@@ -557,7 +559,7 @@ describe("event SDK", function () {
         await sleep(300);
         await results(q, 1);
         await until(() => handled === 1 && first.pendingAcks === 1);
-        // 保存未核对 ACK 的证明，再关闭连接: the save comes while the connection is still open.
+        // Save the proofs, then close: the save comes while the connection is still open.
         const saves: { proofs: Proof[]; closedAt: unknown[] }[] = [];
         await first.stop({
           deadlineMs: 300,

@@ -116,7 +116,7 @@ describe("orbit listen", function () {
   });
 
   it("refuses an ORBIT_URL or ORBIT_TOKEN no connection could use with exit 2, never retrying it forever", async () => {
-    // Each of these was retried every few seconds, for ever: "Invalid URL", "Invalid character in header content".
+    // Retried, each of these would fail every few seconds, for ever: "Invalid URL", "Invalid character in header content".
     const envs = [
       { ORBIT_URL: "not a url" },
       { ORBIT_URL: "ftp://127.0.0.1:1" },

@@ -1,5 +1,5 @@
-// The claim pool's node protection (spec §5) as pure logic, with hand-written claimants:
-// at most 4 claims in flight, at most 1 per application, served in rotation by
+// The claim pool's node protection (docs/protocol.md §5) as pure logic, with hand-written
+// claimants: at most 4 claims in flight, at most 1 per application, served in rotation by
 // application and subscription, waiting plus in flight at most 128; one claim serves the
 // connections of a subscription that wait together.
 import { strict as assert } from "node:assert";

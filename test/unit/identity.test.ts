@@ -1,4 +1,4 @@
-// Tokens: the exact format of platform.md, and nothing else, parses.
+// Tokens: the exact format of docs/tasks.md, and nothing else, parses.
 import { strict as assert } from "node:assert";
 import fc from "fast-check";
 import { bearerToken, digestSecret, issueToken, newId, parseToken } from "../../src/domain/identity.js";

@@ -85,7 +85,7 @@ describe("wire/base64url", () => {
 
   describe("literal inputs", () => {
     const zeros = "A".repeat(43);
-    it("accepts the spec placeholder (32 zero bytes)", () => {
+    it("accepts the contract's example placeholder (32 zero bytes)", () => {
       assert.deepStrictEqual(decodeBase64urlCanonical(zeros, 32), Buffer.alloc(32));
     });
     it("accepts the empty string for 0 bytes", () => {

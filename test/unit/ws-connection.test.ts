@@ -1,7 +1,8 @@
-// One event connection against a client that sends and never reads (spec §5: write queue
-// 8 per connection), with a hand-written socket whose writes never flush and a database
-// that answers the hello's statements (the credential, the subscription, the session): no real socket buffers between the node and
-// the client, so what the node queued is counted exactly.
+// One event connection against a client that sends and never reads (docs/protocol.md §5:
+// write queue 8 per connection), with a hand-written socket whose writes never flush and
+// a database that answers the hello's statements (the credential, the subscription, the
+// session): no real socket buffers between the node and the client, so what the node
+// queued is counted exactly.
 import { strict as assert } from "node:assert";
 import { EventEmitter } from "node:events";
 import type WebSocket from "ws";
@@ -124,7 +125,7 @@ describe("an event connection whose client never reads", () => {
   it("is terminated by the write timeout once, with one log line however many frames wait", async () => {
     for (let i = 1; i <= 20; i++) ws.frame(badAck(i));
     await turns();
-    // §7: 写入超时为 5 秒 — not before 5 s, and by then.
+    // Protocol §7: the write timeout is 5 s — not before 5 s, and by then.
     await new Promise((r) => setTimeout(r, 4700));
     assert.notEqual(ws.readyState, 3, "not terminated before the 5 s write timeout");
     await new Promise((r) => setTimeout(r, 600));

@@ -89,10 +89,11 @@ describe("when the database goes away", function () {
 
   // A database connection that goes silent without closing (a failover, a lost NAT entry)
   // while the database goes on serving the node's other connections: the driver never
-  // errors on it (mysql2 has no statement timeout), so whatever waited on it waited for good.
+  // errors on it (mysql2 has no statement timeout), so whatever waits on it would wait for good.
   it("frees the application's claim slot when a claim's database connection goes silent", async () => {
-    // Spec §5: one claim in flight per application. The claim on the silent connection kept
-    // it, and no consumer of the application on this node received anything again.
+    // docs/protocol.md §5: one claim in flight per application. Were the claim on the silent
+    // connection to keep it, no consumer of the application on this node would receive
+    // anything again.
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api);
     const s = await connect(node.url, { token: cred.token });
@@ -116,8 +117,8 @@ describe("when the database goes away", function () {
   });
 
   it("answers an ACK whose database connection goes silent, and the ACK sent again commits", async () => {
-    // The ACK batch on the silent connection was never answered: no receipt, no error, and
-    // the connection stayed open with its pings still answered (they use another pool).
+    // Unguarded, the ACK batch on the silent connection would never be answered: no receipt,
+    // no error, and the connection open with its pings still answered (they use another pool).
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api);
     const s = await connect(node.url, { token: cred.token });
@@ -147,8 +148,8 @@ describe("when the database goes away", function () {
   });
 
   it("keeps one head poll at a time while the database stalls", async () => {
-    // The head poll ran every 200 ms whether the last one had answered or not: a stall of
-    // 4 s queued ~20 of them (5 a second for as long as it lasts) on the pool that HTTP
+    // A head poll every 200 ms whether the last one had answered or not would queue ~20 of
+    // them in a 4 s stall (5 a second for as long as it lasts) on the pool that HTTP
     // requests, pings and hellos wait for, ahead of them once the database answers again.
     const api = client(node.url, cred.token);
     const { sub } = await queueWithSubscription(db, cred, api);
@@ -163,7 +164,7 @@ describe("when the database goes away", function () {
     proxy.release();
     await sleep(500);
     proxy.restore();
-    // The polls waiting when the connections were cut all fail together (the old code: 20);
+    // The polls waiting when the connections were cut all fail together (one, not ~20);
     // one per 200 ms tick fails afterwards while the proxy refuses connections, the first of
     // which may fall within the 100 ms counted here.
     const failed = polls().slice(before);
@@ -174,8 +175,8 @@ describe("when the database goes away", function () {
 
   it("exits 0 within about 10 s of SIGTERM even when the database stops answering", async () => {
     // A node whose database answers nothing (a partition): its periodic jobs, a request and
-    // the session close wait on statements that never return, and the shutdown waited with
-    // them for good. README: "exits 0 within about 10 s" (11 s at most).
+    // the session close wait on statements that never return, and the shutdown must not wait
+    // with them for good. docs/operations.md: "exits 0, within about 10 s and 11 s at most".
     const extra = await startNode(db.urlVia(proxy));
     const api = client(extra.url, cred.token);
     const sub = (await api.post("/v1/subscriptions", { name: "held", queue_id: cred.queues[0]!.id })).json.data.subscription.id;

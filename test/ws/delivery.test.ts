@@ -1,4 +1,4 @@
-// Delivery and ACK end to end (spec §6) over real WebSocket connections: the lease is
+// Delivery and ACK end to end (docs/protocol.md §6) over real WebSocket connections: the lease is
 // durable before the frame, ACKs are durable and idempotent across connections, leases
 // expire and are re-sent with a new epoch, budgets run out, manual retry re-sends,
 // pause and resume, capacity and backlog bounds, and a purged history gap.
@@ -154,7 +154,8 @@ describe("event delivery", function () {
   });
 
   it("uses message_id only to correlate: two ACKs under one message_id are each taken by their proof, a proof under a new one is deduplicated", async () => {
-    // §5 (the original): message_id 只用于相关性；ACK 的持久化去重依据是交付 ID、代次和秘密.
+    // Protocol §5: message_id only correlates; an ACK is deduplicated durably by the
+    // delivery id, the epoch and the secret.
     const { q, sub } = await setup();
     await results(q, 2);
     const s = await consumer(sub, 2);
@@ -260,7 +261,7 @@ describe("event delivery", function () {
     await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "pause" });
     s1.ws.terminate();
     await sleep(LEASE_MS + 300);
-    // §4: while paused nothing recovers the lease, so it still shows LEASED past its
+    // Protocol §4: while paused nothing recovers the lease, so it still shows LEASED past its
     // deadline; reads change nothing, and a manual retry cannot bypass the state rule
     // (only EXPIRED) because the lease ran out.
     const path = `/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}`;
@@ -290,7 +291,7 @@ describe("event delivery", function () {
     assert.equal((await row(a.body.delivery.id)).state, "EXPIRED");
     assert.equal((await row(b.body.delivery.id)).state, "EXPIRED");
     assert.equal(deliveries(s).length, 2, "no re-send beyond the budget");
-    // Decision 7: the latest proof ACKs an EXPIRED delivery too.
+    // The latest proof ACKs an EXPIRED delivery too.
     const acked = await s.ack(b);
     assert.equal(acked.type, "ack");
     assert.equal((await row(b.body.delivery.id)).state, "ACKED");

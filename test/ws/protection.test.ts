@@ -50,8 +50,8 @@ describe("event connections: protection and shutdown", function () {
    * Until the ACK's proof lock (selectProofs) is running while `whileLocked` holds the
    * delivery's row: it can only be waiting for that lock. Read off PROCESSLIST, not
    * INNODB_TRX: MariaDB 10.11.19 waits on a one-row `id IN (…) FOR UPDATE` while planning
-   * ("Statistics"), before INNODB_TRX lists the transaction (seen on session 29's machine,
-   * where the INNODB_TRX check never saw it; attempt-batches.test does the same).
+   * ("Statistics"), before INNODB_TRX lists the transaction, so a check of
+   * INNODB_TRX may never see it (attempt-batches.test does the same).
    */
   async function ackLockWaited(): Promise<void> {
     for (const until = Date.now() + 10000; ; await new Promise((r) => setTimeout(r, 50))) {
@@ -149,8 +149,8 @@ describe("event connections: protection and shutdown", function () {
   it("counts open sockets against the connection limit, not upgrades still being authenticated", async () => {
     // One database connection and one event connection: every upgrade's authentication
     // waits, in arrival order, behind a request that waits on a row lock. A valid upgrade
-    // between two with unknown tokens was refused 429 CAPACITY_EXCEEDED with no
-    // connection open: the one still being authenticated after it counted as one.
+    // between two with unknown tokens must not be refused 429 CAPACITY_EXCEEDED with no
+    // connection open, by counting the one still being authenticated after it.
     const small = await startNode(db.url, { ORBIT_DB_POOL_SIZE: "1", ORBIT_MAX_CONNECTIONS: "1" });
     try {
       const sub = (await api.post("/v1/subscriptions", { name: "limit", queue_id: q })).json.data.subscription.id as string;
@@ -197,8 +197,9 @@ describe("event connections: protection and shutdown", function () {
 
   it("does not wait on SIGTERM for a client that never answered a close the node sent before", async () => {
     // The node closes a connection that sent no hello (1008); the client never answers the
-    // close frame. Such a socket left the node's connections but stayed open for ws's 30 s
-    // closing timeout, and the shutdown waited for it (README: "exits 0 within about 10 s").
+    // close frame. Such a socket leaves the node's connections, but may stay open for ws's 30 s
+    // closing timeout: the shutdown must not wait for it (docs/operations.md: "exits 0, within
+    // about 10 s").
     const extra = await startNode(db.url, { ORBIT_HELLO_TIMEOUT_MS: "200" });
     const socket = net.connect(extra.port, "127.0.0.1");
     socket.on("error", () => undefined);
@@ -225,7 +226,7 @@ describe("event connections: protection and shutdown", function () {
   });
 
   it("answers an ACK still waiting for its commit before it closes the connection with 1001 on SIGTERM", async () => {
-    // platform.md shutdown: ACKs in flight commit and are answered, then connections close.
+    // Shutdown (docs/operations.md): ACKs in flight commit and are answered, then connections close.
     // An ACK the node had taken and closed on unanswered would leave the consumer unsure
     // whether it counted.
     const extra = await startNode(db.url);

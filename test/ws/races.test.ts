@@ -2,8 +2,8 @@
 // ACK proof sent at once on several connections of both nodes; pause and resume commands
 // racing consumers and producers on both nodes; manual retries racing late ACKs of the
 // previous proof and a consumer that claims the retried deliveries. Each test checks the
-// end state from the database and the API (spec §3, §4, §6), not timings: one counted ACK
-// and one audit record per delivery, the backlog decremented once, no claim or
+// end state from the database and the API (docs/protocol.md §3, §4, §6), not timings: one
+// counted ACK and one audit record per delivery, the backlog decremented once, no claim or
 // materialisation after a pause was answered, the revision one per configure command.
 import { strict as assert } from "node:assert";
 import { randomBytes } from "node:crypto";
@@ -215,8 +215,8 @@ describe("races on two nodes", function () {
     // Now all at once: a retry of each (node 1), the old proof's late ACK (node 0), and a
     // consumer on node 1 that claims what the retries make PENDING and ACKs it. The
     // connection that sends the late ACKs is a consumer of the subscription too: it is sent
-    // retried deliveries as well, and ACKs them (left unACKed, one sent to it twice used
-    // up its budget and stayed EXPIRED).
+    // retried deliveries as well, and ACKs them (left unACKed, one sent to it twice would use
+    // up its budget and stay EXPIRED).
     const late = await consumer(0, sub, 1);
     const claimer = await consumer(1, sub, 4);
     const claimerAcks: Frame[] = [];

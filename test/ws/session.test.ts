@@ -1,5 +1,5 @@
-// The event endpoint's upgrade guard and session rules (spec §5, §7) over real WebSocket
-// connections to a real node, with short hello and idle timeouts.
+// The event endpoint's upgrade guard and session rules (docs/protocol.md §5, §7) over real
+// WebSocket connections to a real node, with short hello and idle timeouts.
 import { strict as assert } from "node:assert";
 import net from "node:net";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
@@ -15,9 +15,9 @@ describe("event connections: guard and session", function () {
   let db: TestDatabase;
   let node: OrbitNode;
   /**
-   * For the tests that revoke with the CLI while connected: the CLI's process start took
-   * longer than node's 1.5 s idle timeout on a busy machine, and the connection closed
-   * before the ping or ACK under test was sent (seen twice under a load average of ~5).
+   * For the tests that revoke with the CLI while connected: the CLI's process start can
+   * take longer than node's 1.5 s idle timeout on a busy machine, and the connection would
+   * close before the ping or ACK under test is sent.
    */
   let patient: OrbitNode;
   let cred: BootstrapOutput;
@@ -65,8 +65,9 @@ describe("event connections: guard and session", function () {
       await expectRefusal({ token: `orbit_${ID}_${"A".repeat(43)}` }, 401, "UNAUTHENTICATED");
       const readOnly = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["events:read", "events:manage"], queueIds: [cred.queues[0]!.id] });
       await expectRefusal({ token: readOnly.token }, 403, "PERMISSION_DENIED");
-      // §5 (the original): 读权限不能替代消费权限，消费权限也不隐含读取所有历史的权限. A credential that
-      // manages and consumes its own subscription, without events:read, connects and is
+      // Protocol §5: read permission does not stand in for consume permission, nor does
+      // consume imply reading all history. A credential that manages and consumes its own
+      // subscription, without events:read, connects and is
       // welcomed, and reads none of its history.
       const consumer = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["events:manage", "events:consume"], queueIds: [cred.queues[0]!.id] });
       const consumerApi = client(node.url, consumer.token);
@@ -82,8 +83,8 @@ describe("event connections: guard and session", function () {
       }
       await expectRefusal({ token: cred.token, headers: { Origin: "https://evil.example" } }, 403, "PERMISSION_DENIED");
       const crossOrigin = await expectRefusal({ token: cred.token, headers: { Origin: "null" } }, 403, "PERMISSION_DENIED");
-      // Each refusal says why: these said "the credential lacks the action this needs" (a
-      // credential that has it) and "the request is invalid".
+      // Each refusal says why: not "the credential lacks the action this needs" (to a
+      // credential that has it), nor a bare "the request is invalid".
       assert.equal(crossOrigin.body.error.message, "cross-origin event connections are refused");
       const query = await expectRefusal({ token: cred.token, path: "/v1/events/connect?x=1" }, 400, "INVALID_ARGUMENT");
       assert.equal(query.body.error.message, "the event endpoint takes no query parameters");
@@ -147,8 +148,8 @@ describe("event connections: guard and session", function () {
     });
 
     it("logs one JSON line per upgrade request, refused or answered 101, as for any HTTP request", async () => {
-      // README: "one JSON log line per request (request id, route, status, duration)". An
-      // upgrade was logged neither when refused nor when answered 101.
+      // docs/operations.md: "one JSON log line per request on stdout, WebSocket upgrades
+      // included: request id, route, status, duration", whether refused or answered 101.
       const refusedId = "0123456789abcdef0123456789abcd01";
       const upgradedId = "0123456789abcdef0123456789abcd02";
       await refusal(connect(node.url, { token: `orbit_${ID}_${"A".repeat(43)}`, headers: { "X-Request-ID": refusedId } }));
@@ -170,8 +171,8 @@ describe("event connections: guard and session", function () {
     });
 
     it("refuses a malformed Sec-WebSocket-Protocol with 400 in the envelope, with the request's id", async () => {
-      // ws refused these itself, after Orbit's guard: a bare text/html 400 with no envelope,
-      // X-Request-ID or Cache-Control.
+      // Left to ws, these would get a bare text/html 400 with no envelope, X-Request-ID or
+      // Cache-Control.
       const mine = "abcdefabcdefabcdefabcdefabcdef34";
       for (const offered of ["orbit.events.v1, orbit.events.v1", "orbit.events.v1, @@", "orbit.events.v1,"]) {
         const raw = await new Promise<string>((resolve, reject) => {
@@ -210,9 +211,9 @@ describe("event connections: guard and session", function () {
     });
 
     it("counts a connection it closed until the client answers the close: no more than the maximum open at once", async () => {
-      // The count dropped when the node closed a connection, while its socket stayed open
-      // for ws's 30 s close timeout: a client that never answers the close (here: no hello,
-      // closed after 400 ms) held 6 sockets more every 400 ms, past the limit of 6.
+      // Were the count dropped when the node closes a connection, while its socket stays open
+      // for ws's 30 s close timeout, a client that never answers the close (here: no hello,
+      // closed after 400 ms) would hold 6 sockets more every 400 ms, past the limit of 6.
       const held: net.Socket[] = [];
       try {
         for (let i = 0; i < 6; i++) assert.match(await rawUpgrade("", held), /^HTTP\/1\.1 101 /);
@@ -283,7 +284,7 @@ describe("event connections: guard and session", function () {
       }
     });
 
-    it("checks the scope before the body (decision 5): an invalid hello naming a subscription outside the scope is NOT_FOUND", async () => {
+    it("checks the scope before the body: an invalid hello naming a subscription outside the scope is NOT_FOUND", async () => {
       const peer = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
       const cases = [[peer.token, { subscription_id: sub, capacity: 0 }], [cred.token, { subscription_id: ID, capacity: 33 }], [peer.token, { subscription_id: sub, capacity: 1, extra: true }]] as const;
       for (const [token, body] of cases) {
@@ -304,8 +305,8 @@ describe("event connections: guard and session", function () {
     });
 
     it("checks the subscription's queue scope at hello too, not only its owner: the owner without the queue gets NOT_FOUND, then closes", async () => {
-      // §5 (the original): 随后 hello 再校验具体订阅所有者和队列范围. No call of the API narrows a
-      // credential, so its queue scope is changed by hand.
+      // Protocol §5: the hello then checks the subscription's owner and queue scope. No call
+      // of the API narrows a credential, so its queue scope is changed by hand.
       const owner = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["kept", "dropped"], eventAccess: true });
       const dropped = owner.queues[1]!.id; // "kept" stays in its scope
       const mine = (await client(node.url, owner.token).post("/v1/subscriptions", { name: `scoped-${Date.now()}`, queue_id: dropped })).json.data.subscription.id;
@@ -327,8 +328,9 @@ describe("event connections: guard and session", function () {
     });
 
     it("welcomes a hello sent in time even when binding it outlasts the hello deadline", async () => {
-      // The hello timer ran until the session row was written: a hello sent at once was
-      // closed with 1008 "no hello in time" when the insert waited longer than the deadline.
+      // The hello timer stops when the hello arrives, not when the session row is written:
+      // else a hello sent at once would be closed with 1008 "no hello in time" whenever the
+      // insert waits longer than the deadline.
       const c = await db.connect();
       try {
         await c.query("LOCK TABLES event_sessions WRITE");
@@ -346,7 +348,7 @@ describe("event connections: guard and session", function () {
     });
 
     it("records the close of a connection that leaves while its session is being written", async () => {
-      // Its session row was inserted after the close and stayed open (closed_at NULL) forever.
+      // Its session row, inserted after the close, must not stay open (closed_at NULL) forever.
       const mine = (await client(node.url, cred.token).post("/v1/subscriptions", { name: "leaves", queue_id: cred.queues[0]!.id })).json.data.subscription.id;
       const c = await db.connect();
       try {
@@ -422,7 +424,8 @@ describe("event connections: guard and session", function () {
       const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
       await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "pause" });
       assert.equal((await s.ping()).body.enabled, false, "a paused subscription still connects and heartbeats");
-      // §7 (the original): 暂停中的订阅仍能连接: a new connection is welcomed, and told it is paused.
+      // Protocol §7: a paused subscription can still be connected to: a new connection is
+      // welcomed, and told it is paused.
       const late = await conn();
       const w = await late.hello(sub, 1);
       assert.deepEqual([w.type, w.body?.enabled], ["events.welcome", false], JSON.stringify(w));
@@ -442,8 +445,8 @@ describe("event connections: guard and session", function () {
       }
       const bad = await s.ack({ delivery_id: ID, epoch: "1", lease_secret: "A".repeat(42) + "B" });
       assert.equal(bad.error!.code, "INVALID_ARGUMENT", "non-canonical base64url");
-      // The message states the rule in words; the validator's own quoted the pattern (the
-      // epoch's 467-character one, cut at 200).
+      // The message states the rule in words; the validator's own would quote the pattern (the
+      // epoch's hundreds of characters, cut at 200).
       const rules: [Record<string, string>, RegExp][] = [
         [{ delivery_id: ID, epoch: "01", lease_secret: "A".repeat(43) }, /^epoch: must be a canonical decimal uint64 \(0 to 18446744073709551615;/],
         [{ delivery_id: ID, epoch: "1", lease_secret: "x" }, /^lease_secret: must be the lease_secret as event\.deliver gave it/],
@@ -472,8 +475,9 @@ describe("event connections: guard and session", function () {
     });
 
     it("re-checks the credential on hello: one revoked or cut down after the upgrade gets its error, no welcome and no session", async () => {
-      // §7: UNAUTHENTICATED "when connected: error frame, then close"; the ping re-checks it
-      // too. The upgrade's caller is not the hello's: the binding uses the credential as it is.
+      // Protocol §7: UNAUTHENTICATED "when connected: error frame, then close"; the ping
+      // re-checks it too. The upgrade's caller is not the hello's: the binding uses the
+      // credential as it is.
       for (const code of ["UNAUTHENTICATED", "PERMISSION_DENIED"] as const) {
         const extra = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [`hello-${code}`], eventAccess: true });
         const mine = (await client(node.url, extra.token).post("/v1/subscriptions", { name: `hello-${code}`, queue_id: extra.queues[0]!.id })).json.data.subscription.id;
@@ -490,8 +494,9 @@ describe("event connections: guard and session", function () {
     });
 
     it("re-checks the action and the subscription's scope on ping, not only the credential: PERMISSION_DENIED / NOT_FOUND, then close", async () => {
-      // §7 (the original): 服务端以 ack 回复…同时重新校验凭据与订阅范围. No call of the API
-      // narrows a credential (re-binding is not offered), so the rows are changed by hand.
+      // Protocol §7: the server answers a ping and re-checks the credential and the
+      // subscription's scope with it. No call of the API narrows a credential (re-binding
+      // is not offered), so the rows are changed by hand.
       for (const [change, code] of [
         ["UPDATE credentials SET actions = 'events:read,events:manage' WHERE id = ?", "PERMISSION_DENIED"],
         ["DELETE FROM credential_queues WHERE credential_id = ?", "NOT_FOUND"],
@@ -534,7 +539,8 @@ describe("event connections: guard and session", function () {
     });
 
     it("counts only valid client frames against the idle timeout: neither deliveries sent nor invalid command bodies keep it open", async () => {
-      // §7 (the original): 收到结果也不能替代客户端心跳。连续 60 秒没有有效读取到客户端帧会关闭连接.
+      // Protocol §7: receiving results does not replace the client's heartbeat; a connection
+      // with no valid client frame read for 60 s is closed.
       const api = client(node.url, cred.token);
       const own = (await api.post("/v1/subscriptions", { name: `idle-${Date.now()}`, queue_id: cred.queues[0]!.id })).json.data.subscription.id;
       const receiving = await conn();

@@ -1,4 +1,4 @@
-// A consumer that stops reading (spec §5, §7): once a write has waited 5 s the node
+// A consumer that stops reading (docs/protocol.md §5, §7): once a write has waited 5 s the node
 // terminates that connection; other connections are served meanwhile, and the leases
 // it held stay in the database for recovery.
 import { strict as assert } from "node:assert";

@@ -103,7 +103,7 @@ describe("event connections woken by subscription calls", function () {
 });
 
 // The node that serves `:retry` or `:configure` wakes only its own connections; those on
-// another node learn at their next ping reply (README "Wake-ups": "connections on other
+// another node learn at their next ping reply (docs/operations.md "Wake-ups": "connections on other
 // nodes claim at their next ping reply … or their periodic recheck"). The recheck is the
 // lease duration (30 s here), so only the ping reply delivers within SOON_MS.
 describe("event connections on another node, at their next ping", function () {
@@ -166,7 +166,7 @@ describe("event connections on another node, at their next ping", function () {
     const e = await s.nextOfType("event.deliver", SOON_MS);
     assert.equal((await s.ack(e)).type, "ack");
     // The ACK freed room, so the connection claims again at once; a claim that ran after
-    // the retry below would rightly lease it (1 of ~20 runs on a busy machine). Only a
+    // the retry below would rightly lease it (as on a busy machine it may). Only a
     // claim that wakes up later is the ping's signal: wait for node B's claims to settle.
     await claimsSettled(b);
     const detail = (await api.get(`/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}`)).json.data.delivery;

@@ -73,7 +73,7 @@ export async function selectDeliveryPage(
 }
 
 /**
- * Manual retry (spec §4): EXPIRED → PENDING with more budget, available now; attempts,
+ * Manual retry (docs/protocol.md §4): EXPIRED → PENDING with more budget, available now; attempts,
  * epoch and identity stay. Guarded by state and revision.
  */
 export async function retryDelivery(tx: Tx, id: string, expectedRevision: string, additional: number, now: Date): Promise<boolean> {
@@ -88,7 +88,7 @@ export async function retryDelivery(tx: Tx, id: string, expectedRevision: string
 // ---- the delivery engine's statements (domain/delivery-engine.ts) ----
 
 /**
- * Recovery (spec §4): LEASED deliveries of the subscription whose lease ran out go back
+ * Recovery (docs/protocol.md §4): LEASED deliveries of the subscription whose lease ran out go back
  * to PENDING within their attempt budget, else to EXPIRED. Their epoch stays, so the
  * latest proof can still ACK until a new claim replaces it. Two statements, so that the
  * node can count what expired (the first one's affected rows).
@@ -108,7 +108,7 @@ export function recoveryStatements(subscriptionId: string, now: Date): Statement
   ];
 }
 
-/** The most a subscription's backlog may hold (spec: max_pending is 1–1000). */
+/** The most a subscription's backlog may hold (max_pending is 1–1000). */
 const MAX_PENDING_LIMIT = 1000;
 
 /**
@@ -134,11 +134,10 @@ const MATERIALISE = `@orbit_backlog IS NOT NULL AND @orbit_enabled AND @orbit_cu
  *    materialised delivery's sequence — never past an event not materialised (ROW_COUNT()
  *    of the INSERT just before). A full page inserted at least one row, and every earlier
  *    delivery has a sequence at most the old cursor: the newest is the subscription's
- *    newest PENDING one, one index lookup (the newest of all its deliveries read them all,
- *    4-5 ms at 1,000 — once per 1,000 materialised in a drain).
+ *    newest PENDING one, one index lookup (the newest of all its deliveries would read them all).
  *
  * The range bounds are session variables, constants to the optimizer: the scan stops at
- * the LIMIT (a join to the subscription row instead read the whole range and sorted it).
+ * the LIMIT (a join to the subscription row instead would read the whole range and sort it).
  */
 export function materialiseStatements(subscriptionId: string, now: Date): Statement[] {
   return [
@@ -179,11 +178,12 @@ export type ClaimableRow = Pick<DeliveryRow, "id" | "event_id" | "sequence" | "r
 /**
  * The oldest claimable deliveries — PENDING, in sequence order — with the event each
  * carries. Not compared with available_at: every writer sets it to its own now (materialise,
- * recovery, retry; there is no backoff), so against the claiming node's clock it only held
- * back, by the skew, rows a node whose clock runs ahead wrote — and a claim that found
- * nothing left them until the connection's next trigger (up to 30 s). A plain read: the subscription's lock keeps other claims off these
- * rows; the one writer that can still reach a PENDING row (a late ACK with the latest
- * proof of a recovered lease) is caught by the lease UPDATE's guard. `lease_until IS
+ * recovery, retry; there is no backoff), so against the claiming node's clock it would only
+ * hold back, by the skew, rows a node whose clock runs ahead wrote — and a claim that
+ * found nothing would leave them until the connection's next trigger (up to 30 s). A
+ * plain read: the subscription's lock keeps other claims off these rows; the one writer
+ * that can still reach a PENDING row (a late ACK with the latest proof of a recovered
+ * lease) is caught by the lease UPDATE's guard. `lease_until IS
  * NULL` is true of every PENDING row; it makes the read one key prefix of
  * deliveries_state, whose next part is the sequence: index order, no sort (migrations/000018).
  */

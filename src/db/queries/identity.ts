@@ -16,9 +16,8 @@ export interface CredentialRow {
 /**
  * Takes a credential id; returns the credential and its queue scope (by name) in one
  * round trip (every request authenticates: one query, not two). The queues are sorted
- * here, not by ORDER BY: that made MariaDB build a temporary table and filesort on every
- * request, 146 vs 123 µs of database CPU per query measured (names are ASCII, compared
- * by code unit like ascii_bin).
+ * here, not by ORDER BY: that makes MariaDB build a temporary table and filesort on every
+ * request (names are ASCII, compared by code unit like ascii_bin).
  */
 export async function selectCredentialWithQueues(db: Pool | Tx, id: string): Promise<CredentialWithQueues | undefined> {
   return (await selectCredentialsWithQueues(db, [id])).get(id);
@@ -58,13 +57,12 @@ export interface QueueRow {
 /*
  * The three upserts below are INSERT IGNORE plus a LOCKING read of the row by name, and
  * must stay so. Bootstrap runs at REPEATABLE READ, where a plain SELECT reads the snapshot
- * of the transaction's first plain read (the namespace's); INSERT IGNORE instead checks
- * the latest committed rows. When a concurrent bootstrap committed the same application
- * or queue after our snapshot, the INSERT skipped it as a duplicate and a plain SELECT
- * did not see it: no row, and a TypeError in 39 of 40 parallel runs (an audit). A locking
- * read sees the latest committed row (as selectKey in idempotency.ts does). Shared, not
- * FOR UPDATE: INSERT IGNORE already holds a shared lock on a duplicate, and concurrent
- * runs reusing one row need not queue behind each other.
+ * of the transaction's first plain read (the namespace's); INSERT IGNORE instead checks the
+ * latest committed rows. When a concurrent bootstrap commits the same application or queue
+ * after our snapshot, the INSERT skips it as a duplicate and a plain SELECT does not see
+ * it: no row. A locking read sees the latest committed row (as selectKey in idempotency.ts
+ * does). Shared, not FOR UPDATE: INSERT IGNORE already holds a shared lock on a duplicate,
+ * and concurrent runs reusing one row need not queue behind each other.
  */
 
 /** The id of the one row an upsert's locking read found; a clear error, not a TypeError, if none. */

@@ -131,9 +131,9 @@ export async function raiseBoundary(tx: Tx, namespaceId: string, boundary: strin
  * The first numbered sequence of a namespace above `after` (its retention boundary) that
  * occurred at or after `since`, if any. In sequence order, stopping at the first: the rows
  * it passes are the ones the sweep is about to purge, those that grew old since its last
- * run. MIN(sequence) over the same rows read every retained event of the namespace on each
- * sweep (400,000 rows, 3.7 s a namespace every 60 s, measured), and passed over the rows
- * kept below the boundary for deliveries not yet ACKED too.
+ * run. MIN(sequence) over the same rows would read every retained event of the namespace
+ * on each sweep, and pass over the rows kept below the boundary for deliveries not yet
+ * ACKED too.
  */
 export async function selectFirstSequenceSince(db: Pool, namespaceId: string, after: string, since: Date): Promise<string | undefined> {
   const [rows] = await db.query<RowDataPacket[]>(

@@ -25,9 +25,9 @@ export interface SubscriptionRow {
 /**
  * pending_count is three counts, one a state, each a key prefix (subscription_id, state) of
  * deliveries_state: the backlog alone (at most max_pending rows). Counted with `state IN
- * (…)` for a page of subscriptions, where s.id is no constant, the optimizer read
+ * (…)` for a page of subscriptions, where s.id is no constant, the optimizer reads
  * deliveries_state by subscription_id alone — every delivery the subscription ever had,
- * ACKED ones included, which are kept (2,000 rows a subscription for 27, measured).
+ * ACKED ones included, which are kept.
  */
 const pendingIn = (state: string) =>
   `(SELECT COUNT(*) FROM deliveries d FORCE INDEX (deliveries_state) WHERE d.subscription_id = s.id AND d.state = '${state}')`;
@@ -56,22 +56,22 @@ export interface ClaimStateRow extends SubscriptionRow {
   /**
    * PENDING + LEASED + EXPIRED (what max_pending bounds), counted only when the claim
    * should materialise — the log has news and fewer than `readyUpTo` are PENDING —
-   * else null. Counting the whole backlog on every claim was most of a drain's database
-   * work (measured: ~70 index rows read per delivery with max_pending 1000).
+   * else null. Counting the whole backlog on every claim would be most of a drain's
+   * database work.
    */
   backlog: number | null;
   /**
    * "session:count,…" — LEASED deliveries whose lease has not run out, held by each of the
    * sessions asked about that holds any. A lease that ran out is not counted: the claim
    * recovers it (lease_expired) before it leases, so it is no longer held when the claim
-   * decides each connection's room (§5 capacity: what the connection may hold).
+   * decides each connection's room (protocol §5 capacity: what the connection may hold).
    */
   held: string | null;
 }
 
 /**
  * The claim's lock on a subscription, with everything else a claim needs to decide what
- * to do, in one round trip (a claim used to spend seven on these). The subqueries are
+ * to do, in one round trip. The subqueries are
  * plain reads, not locks — a locking clause does not reach into subqueries — so claims
  * never wait on the sequencer's lock of the stream row. Under the claim's READ COMMITTED
  * they read what was committed when the lock was granted: tried on MariaDB 10.11, a row
@@ -84,8 +84,7 @@ export function claimStateStatement(id: string, q: { now: Date; readyUpTo: numbe
   // own expression. (MySQL 8 warns that assignments in SELECT are deprecated; MariaDB
   // does not.) Each subquery of deliveries names its index: the optimizer otherwise
   // estimates every index on (subscription_id, state, …) — 5 of them — for each one, on
-  // every claim. Measured uncontended with a backlog to count: 0.53 ms instead of 0.62
-  // above an empty statement's round trip.
+  // every claim, which costs more than the count itself.
   return {
     sql: `SELECT s.id, @orbit_namespace := s.namespace_id AS namespace_id, s.application_id, s.credential_id,
             @orbit_queue := s.queue_id AS queue_id, s.name, s.revision, @orbit_enabled := s.enabled AS enabled,
@@ -170,15 +169,15 @@ export async function lockNamespaceForPurge(tx: Tx, namespaceId: string): Promis
  * the purge — its cursor moves to the boundary, as materialising that stretch would have
  * moved it (nothing to create). The others keep their cursors: their claims report the
  * gap (EVENT_HISTORY_EXPIRED). Without this, a purge of other queues' events (or a
- * retention sweep, while a subscription had no consumer) closed every lagging
+ * retention sweep, while a subscription has no consumer) would close every lagging
  * subscription of the namespace for good. Returns how many moved.
  *
  * One check per lagging subscription (at most 64 in a namespace), all in one round trip,
  * each a range of result_events_queue from the cursor to the boundary. Correlated with the
- * subscription row in one UPDATE, the check could not use the cursor as a bound: it read
- * (namespace_id, queue_id) from the queue's first retained event up to the cursor (8,579
- * pages, 221 ms for 32 subscriptions with 100,000 events a queue, measured) — under the
- * namespace's and every subscription's lock, so the namespace's claims waited that long.
+ * subscription row in one UPDATE, the check could not use the cursor as a bound: it would
+ * read (namespace_id, queue_id) from the queue's first retained event up to the cursor —
+ * under the namespace's and every subscription's lock, so the namespace's claims would
+ * wait that long.
  */
 export async function advanceCursorsPastPurge(tx: Tx, namespaceId: string, boundary: string): Promise<number> {
   const [lagging] = await tx.query<RowDataPacket[]>(

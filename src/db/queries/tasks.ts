@@ -69,7 +69,7 @@ export interface TaskChange {
 
 /**
  * A state change guarded by the revision read under the row lock; every state change
- * bumps the revision (platform.md). The caller sends it (with others) and checks that it
+ * bumps the revision (docs/tasks.md). The caller sends it (with others) and checks that it
  * changed one row.
  */
 export function updateTaskStatement(id: string, expectedRevision: string, c: TaskChange): Statement {
@@ -170,13 +170,12 @@ export interface AttemptWithTask {
  * in one round trip, the tasks locked first.
  *
  * Why tasks first: cancel (tasks.ts) and the attempt expiry (worker.ts) lock the task and
- * then update its attempt. One statement joining attempts to tasks locked each attempt
+ * then update its attempt. One statement joining attempts to tasks would lock each attempt
  * and then its task, the other way round, so a cancel and a completion of one task could
- * each hold one row and wait for the other, a deadlock that InnoDB broke by failing one
- * and withTransaction ran again (test/api/tasks.test.ts: a cancel and a completion both
- * waiting for one task deadlocked in 3 of 3 runs; 200 concurrent pairs, in 1 of 3). Now
- * every writer of an attempt takes its task first (cancel, expiry, claim, completion),
- * and a batch takes its tasks in id order: none waits for a row while holding a later one.
+ * each hold one row and wait for the other: a deadlock (test/api/tasks.test.ts holds
+ * the case). So every writer of an attempt takes its task first (cancel, expiry, claim,
+ * completion), and a batch takes its tasks in id order: none waits for a row while
+ * holding a later one.
  */
 export function attemptsWithTasksStatements(attemptIds: readonly string[]): Statement[] {
   return [lockTasksOfAttemptsStatement(attemptIds), attemptsWithTasksStatement(attemptIds)];
@@ -197,8 +196,8 @@ export function attemptsWithTasksFrom([, rows]: readonly RowDataPacket[][]): Map
  * Takes attempt ids; locks their tasks in task id order, and not the attempts. The
  * attempts are read in a derived table first (LIMIT keeps it from being merged into the
  * locking join, where its rows would be locked too; STRAIGHT_JOIN keeps it first), then
- * each task by primary key. Measured on MariaDB 10.11: as `t.id IN (SELECT …)` the
- * optimiser scanned the whole primary key of a 5-row tasks table, locking unrelated tasks.
+ * each task by primary key. As `t.id IN (SELECT …)`, MariaDB's optimiser may scan the
+ * whole primary key of a small tasks table, locking unrelated tasks.
  */
 function lockTasksOfAttemptsStatement(attemptIds: readonly string[]): Statement {
   return {

@@ -1,4 +1,4 @@
-// The published contract (issue 6): the two documents this node implements, served as
+// The published contract: the two documents this node implements, served as
 // shipped. Read once, on first use; a missing file is an internal error, not a crash.
 import { readFile } from "node:fs/promises";
 import type { Handler } from "../../../generated/http/routes.js";

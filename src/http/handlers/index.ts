@@ -20,7 +20,7 @@ export const handlers: Implementation<HandlerContext> = {
   getCurrentCredential,
   getOpenapiDocument,
   getEventsSchema,
-  // Tasks and workers (platform.md).
+  // Tasks and workers (docs/tasks.md).
   submitTask,
   getTask,
   cancelTask: cancelTaskHandler,
@@ -28,7 +28,7 @@ export const handlers: Implementation<HandlerContext> = {
   claimTask,
   completeAttempt,
   requeueAttempt,
-  // Subscription management (spec §1–4).
+  // Subscription management (docs/protocol.md §1–4).
   createSubscription,
   listSubscriptions,
   getSubscription,

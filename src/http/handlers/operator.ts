@@ -1,4 +1,4 @@
-// Operator endpoints the spec is silent on (documented in openapi.yaml): a health check
+// Operator endpoints the protocol is silent on (documented in openapi.yaml): a health check
 // for load balancers and a "who am I" for token holders.
 import type { Handler } from "../../../generated/http/routes.js";
 import { appliedVersion, loadMigrations } from "../../db/migrate.js";
@@ -21,7 +21,7 @@ export const getCurrentCredential: Handler<"getCurrentCredential", HandlerContex
       application_id: caller.applicationId,
       credential_id: caller.credentialId,
       actions: [...caller.actions].sort(),
-      // By UTF-16 code unit, as the actions: localeCompare followed the process's locale,
+      // By UTF-16 code unit, as the actions: localeCompare follows the process's locale,
       // so two nodes could answer the same credential in different orders.
       queues: [...caller.queues].map(([id, name]) => ({ id, name })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     },

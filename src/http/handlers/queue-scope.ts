@@ -1,8 +1,7 @@
 // The queue a body names is the resource of a submit, a worker's claim and a
-// subscription's creation. Decision 5 checks scope (404) before the body (400): an invalid
-// body that names, well-formed, a queue outside the caller's scope is NOT_FOUND, as an
-// invalid hello naming another's subscription is (ws/frames.ts helloSubscriptionId).
-// Without this, a bad body answered 400 whatever queue it named.
+// subscription's creation. The order of checks puts scope (404) before the body (400): an
+// invalid body that names, well-formed, a queue outside the caller's scope is NOT_FOUND,
+// as an invalid hello naming another's subscription is (ws/frames.ts helloSubscriptionId).
 import type { HandlerRequest, OperationTypes } from "../../../generated/http/routes.js";
 import { requireQueue } from "../../domain/tasks.js";
 import type { Caller } from "../../domain/identity.js";

@@ -1,4 +1,4 @@
-// How every idempotent write answers (decision 1): 201 for a new create, 200 for
+// How every idempotent write answers (docs/protocol.md §1-2): 201 for a new create, 200 for
 // everything else; the original receipt with deduplicated=true for a replay.
 import type { Tx } from "../../db/types.js";
 import { withTransaction } from "../../db/tx.js";

@@ -1,4 +1,4 @@
-// HTTP handlers of subscription management (spec §2-4). Order of checks: scope (404),
+// HTTP handlers of subscription management (docs/protocol.md §2-4). Order of checks: scope (404),
 // then the body (400), then idempotency and state (409) inside one transaction.
 import type { Handler } from "../../../generated/http/routes.js";
 import { answered, created, inTransaction } from "./receipts.js";

@@ -1,4 +1,4 @@
-// HTTP handlers of the task API (platform.md): thin — scope, then input, then one
+// HTTP handlers of the task API (docs/tasks.md): thin — scope, then input, then one
 // domain call in one transaction; after the commit, the sequencer and claim wake-ups.
 import type { Handler } from "../../../generated/http/routes.js";
 import { answered, created, inTransaction } from "./receipts.js";

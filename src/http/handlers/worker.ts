@@ -1,4 +1,4 @@
-// HTTP handlers of the worker API (platform.md). Worker calls take no Idempotency-Key:
+// HTTP handlers of the worker API (docs/tasks.md). Worker calls take no Idempotency-Key:
 // completing an attempt is idempotent by its attempt id and body.
 import type { Handler } from "../../../generated/http/routes.js";
 import { POLL_INTERVAL_MS } from "../../domain/queue-signals.js";
@@ -12,9 +12,9 @@ import { bodyOfQueueInScope } from "./queue-scope.js";
 /**
  * Long-poll: claim at once; if the queue is empty, wait for a wake-up from this node or
  * the poll interval, and claim again, until wait_ms has passed (then 204). A client that
- * went away ends the wait and takes no task: before, its claim went on polling for the
- * rest of wait_ms and took the next task for nobody — RUNNING until its lease ran out,
- * then back with an attempt used and effect_uncertain=true (FAILED at max_attempts 1).
+ * went away ends the wait and takes no task: otherwise its claim would go on polling for
+ * the rest of wait_ms and take the next task for nobody — RUNNING until its lease runs
+ * out, then back with an attempt used and effect_uncertain=true (FAILED at max_attempts 1).
  * A claim whose client leaves during its transaction rolls back (checked before COMMIT, as
  * the deadline is: a COMMIT already sent still lands, and that task waits for its lease).
  */
@@ -42,8 +42,8 @@ export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) 
 /**
  * Reads and validates the body now but keeps its error (400, 413, 415) for later: the
  * order of checks puts 404 first, and the attempt's scope is checked by the locked
- * SELECT inside the transaction. This saves the unlocked SELECT that checked the scope
- * before reading the body: one statement of ~9 per completion (orbit.append).
+ * SELECT inside the transaction. This saves an unlocked SELECT of the scope before
+ * reading the body: one statement per completion.
  */
 async function readDeferred(read: () => Promise<AttemptRequest>): Promise<() => AttemptRequest> {
   try {
