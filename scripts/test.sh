@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 npm run --silent codegen:check
 npm run --silent lint
-npx mocha
+npx mocha 'dist/test/**/*.test.js'
