@@ -113,11 +113,14 @@ export function createPool(url: string, connectionLimit: number, mode: SessionMo
   });
   // Every time the database computes (NOW(3), lease deadlines) is UTC, whatever the
   // server's own zone; this runs before any other statement on a new connection.
+  // The promise pool re-emits the event with the callback connection it wraps (mysql2's
+  // typings say otherwise): its query() queues the statement and returns no promise.
   pool.on("connection", (conn) => {
-    conn.query("SET time_zone = '+00:00'");
-    conn.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${mode.isolation}`);
-    if (mode.implicitTransactions) conn.query("SET SESSION autocommit = 0");
-    if (answerDeadlineMs !== undefined) watchAnswers(conn as unknown as CoreConnection, answerDeadlineMs);
+    const core = conn as unknown as CoreConnection;
+    core.query("SET time_zone = '+00:00'");
+    core.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${mode.isolation}`);
+    if (mode.implicitTransactions) core.query("SET SESSION autocommit = 0");
+    if (answerDeadlineMs !== undefined) watchAnswers(core, answerDeadlineMs);
   });
   sessionModes.set(pool, mode);
   return pool;

@@ -52,6 +52,7 @@ describe("tasks", () => {
 
   describe("submit", () => {
     it("creates a QUEUED task: 201 with exactly the task fields", async () => {
+      // eslint-disable-next-line no-loss-of-precision -- any number the client sends is a double
       const res = await submit({ queue_id: q, input: { file: "a.png", n: 12345678901234567890 } }, "submit-1");
       assert.equal(res.status, 201, res.text);
       assertContract("submitTask", res);

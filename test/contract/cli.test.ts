@@ -156,7 +156,7 @@ describe("orbit CLI", () => {
 
   it("docs/operations.md's `orbit` command table names every command of orbit --help, and no other", async () => {
     const help = await runCli(["--help"]);
-    const listed = [...help.stdout.matchAll(/^  ([a-z]+) {2,}/gm)].map((m) => m[1]!).sort();
+    const listed = [...help.stdout.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((m) => m[1]!).sort();
     assert.deepEqual(listed, ["bootstrap", "credential", "events", "listen", "migrate", "purge", "revoke", "serve"]);
     const table = docSection("docs/operations.md", "The `orbit` command");
     const documented = new Set([...table.matchAll(/^\| `orbit ([a-z]+)/gm), ...table.matchAll(/\(also `orbit ([a-z]+)/g)].map((m) => m[1]!));

@@ -15,7 +15,7 @@ import * as frames from "../../generated/ws/validators.js";
 import * as http from "../../generated/http/validators.js";
 
 type Fn = (d: unknown) => boolean;
-type Any = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Any = any;
 
 const events = JSON.parse(readFileSync("events.schema.json", "utf8")) as Any;
 const openapi = parseYaml(readFileSync("openapi.yaml", "utf8")) as Any;

@@ -233,7 +233,7 @@ function checkHttp(res: RawResponse, operationId: string | undefined, what: stri
     try {
       assertContract(operationId, res);
     } catch (e) {
-      throw new Error(`${(e as Error).message}\n${ctx}`);
+      throw new Error(`${(e as Error).message}\n${ctx}`, { cause: e });
     }
   }
 }

@@ -136,6 +136,7 @@ describe("wire/json parseStrictJson", () => {
       assert.equal(raw.get("r"), '{"a" : [1, 2.50]}');
       assert.equal(raw.get("s"), '"\\u0041"');
       assert.equal(raw.size, 3, "nested keys are not in raw");
+      // eslint-disable-next-line no-loss-of-precision -- the parsed value is the same double
       assert.deepStrictEqual(value, { n: 12345678901234567890, r: { a: [1, 2.5] }, s: "A" });
     });
 

@@ -1,5 +1,5 @@
 // SQL for tasks and task_attempts. Row types mirror the columns.
-import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
+import type { RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
 import { defer, type Statement } from "../tx.js";
 
