@@ -9,7 +9,7 @@
 // after it is created but its revocation (identity.ts: no API narrows one), and a
 // revocation is final, so what is remembered is exact except for a revocation since.
 // Only an operation that checks revocation inside its own transaction may authenticate
-// from it (router.ts REVOCATION_IN_TRANSACTION): a worker's calls then save the lookup's
+// from it (http/caller.ts REVOCATION_IN_TRANSACTION): a worker's calls then save the lookup's
 // round trip, a large share of the round trips per result.
 import type { Pool } from "../db/types.js";
 import { selectCredentialsWithQueues, type CredentialWithQueues } from "../db/queries/identity.js";

@@ -190,7 +190,7 @@ export type AttemptCallOutcome =
  * every task and then reads every attempt with its task, locked (tasks first, as cancel
  * and expiry: attemptsWithTasksStatements); then each call decided in order — a call
  * whose credential was revoked is 401 (its request authenticated from the node's memory,
- * router.ts REVOCATION_IN_TRANSACTION; this is its revocation check) — a call that fails (404, 400, 409) writes nothing but the expiry
+ * http/caller.ts REVOCATION_IN_TRANSACTION; this is its revocation check) — a call that fails (404, 400, 409) writes nothing but the expiry
  * of a lease that ran out (decideAttemptCall), and a later call on the same attempt sees
  * an earlier one's effect, as it would after its commit; then every
  * write and COMMIT in one round trip: 2 round trips in all (3 with COMMIT apart; one

@@ -1,6 +1,6 @@
 // The HTTP envelope of docs/protocol.md §1: {request_id, data} on success,
 // {request_id, error: {code, message}} on failure.
-import type { ErrorCode } from "../wire/errors.js";
+import type { ErrorCode } from "./errors.js";
 
 export interface SuccessEnvelope<T> {
   request_id: string;

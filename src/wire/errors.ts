@@ -3,7 +3,7 @@
 // The HTTP error middleware translates through this table and nothing else; a test
 // checks it against the enums in openapi.yaml and events.schema.json in both directions.
 // The `ws` column is the rule for a bound connection, and it is documentation: no code
-// reads it. ws/connection.ts decides at each call site whether to close (closeWithError)
+// reads it. ws/event-session.ts decides at each call site whether to close (closeWithError)
 // or stay (an error frame only), and the ws tests hold each case. A refused hello is the
 // exception: its INVALID_ARGUMENT closes, because no session exists yet to stay in.
 

@@ -109,7 +109,7 @@ describe("the last instant of a lease", function () {
    * Gives claims at the clock's instant a chance to decide: until the node ran `n` more,
    * `s` got another delivery, or 3 s passed. A connection asks at each recheck (100 ms)
    * while its own count has room: that count frees a lease at lease_until itself
-   * (connection.ts room), so the claims come; were it to wait 1 ms more, none would run at
+   * (ws/seat.ts room), so the claims come; were it to wait 1 ms more, none would run at
    * the instant and there is nothing to decide — not a failure.
    */
   async function claimsAtThisInstant(s: TestSocket, n: number): Promise<void> {

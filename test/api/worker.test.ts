@@ -291,7 +291,7 @@ describe("worker API", () => {
 
   describe("calls of a credential revoked after the node has seen it", function () {
     // A worker's complete and requeue authenticate from what the node remembers of the
-    // credential, and their own transaction checks the revocation (router.ts
+    // credential, and their own transaction checks the revocation (http/caller.ts
     // REVOCATION_IN_TRANSACTION, worker.ts endAttemptCalls). Every call here comes from a
     // credential the node has already found active, then revoked by `orbit revoke`: each
     // is 401 before anything else (the order of checks), and nothing of it is written. A node of

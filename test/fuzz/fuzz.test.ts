@@ -844,7 +844,7 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
 
   /**
    * Once a connection has READ_QUEUE (4) frames in processing its reading is paused;
-   * close() must resume it (src/ws/connection.ts), or the server never reads the client's
+   * close() must resume it (src/ws/event-session.ts), or the server never reads the client's
    * close reply and the socket lingers until ws's 30 s closing timeout (and a SIGTERM
    * waits for it).
    */
