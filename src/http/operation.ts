@@ -6,7 +6,7 @@ import type { HandlerRequest, HttpOperationId, RouteSpec } from "../../generated
 import { translateDbError } from "../db/tx.js";
 import { isAction, type Caller } from "../domain/identity.js";
 import { success } from "../wire/envelope.js";
-import { OrbitError, protocolRequired } from "../wire/errors.js";
+import { protocolRequired } from "../wire/errors.js";
 import { REVOCATION_IN_TRANSACTION, refuseIfRevoked, resolveCaller } from "./caller.js";
 import { deadlineMs, withinDeadline } from "./deadline.js";
 import { lazyInput, queueOfQueryInScope, readPath, readQuery, readShape } from "./input.js";
