@@ -14,12 +14,19 @@ import { join, resolve } from "node:path";
 import { parseArgs, promisify } from "node:util";
 
 const { values } = parseArgs({
-  options: { a: { type: "string" }, b: { type: "string" }, rounds: { type: "string", default: "4" }, only: { type: "string", default: "orbit.drain" } },
+  options: {
+    a: { type: "string" },
+    b: { type: "string" },
+    rounds: { type: "string", default: "4" },
+    only: { type: "string", default: "orbit.drain" },
+  },
   strict: true,
 });
 const rounds = Number(values.rounds);
 if (!values.a || !values.b || !Number.isInteger(rounds) || rounds < 1) {
-  process.stderr.write("usage: node dist/bench/ab.js --a DIR --b DIR [--rounds N] [--only orbit.drain,orbit.append,…]\n");
+  process.stderr.write(
+    "usage: node dist/bench/ab.js --a DIR --b DIR [--rounds N] [--only orbit.drain,orbit.append,…]\n",
+  );
   process.exit(2);
 }
 const sides = { A: resolve(values.a), B: resolve(values.b) } as const;
@@ -46,7 +53,10 @@ const FIGURES: readonly { label: string; key: string; path: string; lower?: bool
 ];
 
 function at(json: unknown, key: string, path: string): number | undefined {
-  const v = [key, ...path.split(".")].reduce<unknown>((o, k) => (o && typeof o === "object" ? (o as Record<string, unknown>)[k] : undefined), json);
+  const v = [key, ...path.split(".")].reduce<unknown>(
+    (o, k) => (o && typeof o === "object" ? (o as Record<string, unknown>)[k] : undefined),
+    json,
+  );
   return typeof v === "number" && Number.isFinite(v) ? v : undefined;
 }
 
@@ -54,7 +64,8 @@ function at(json: unknown, key: string, path: string): number | undefined {
 const run = promisify(execFile);
 const dir = await mkdtemp(join(tmpdir(), "orbit-ab-"));
 const seen: Record<"A" | "B", (number | undefined)[][]> = { A: [], B: [] };
-const fmt = (x: number | undefined) => (x === undefined ? "—" : x >= 100 ? Math.round(x).toLocaleString("en") : x.toFixed(2));
+const fmt = (x: number | undefined) =>
+  x === undefined ? "—" : x >= 100 ? Math.round(x).toLocaleString("en") : x.toFixed(2);
 
 for (let r = 1; r <= rounds; r++) {
   for (const side of ["A", "B"] as const) {
@@ -62,7 +73,10 @@ for (let r = 1; r <= rounds; r++) {
     const latest = join(sides[side], "bench/results/latest.json");
     const committed = await readFile(latest);
     try {
-      await run(process.execPath, ["dist/bench/run.js", "--quick", "--only", values.only!], { cwd: sides[side], maxBuffer: 1 << 24 });
+      await run(process.execPath, ["dist/bench/run.js", "--quick", "--only", values.only!], {
+        cwd: sides[side],
+        maxBuffer: 1 << 24,
+      });
       await copyFile(latest, out);
     } finally {
       await writeFile(latest, committed);
@@ -83,5 +97,7 @@ FIGURES.forEach((f, i) => {
   const mean = (xs: (number | undefined)[]) => xs.reduce<number>((s, x) => s + x!, 0) / xs.length;
   const ahead = b.filter((x, k) => (f.lower ? x! < a[k]! : x! > a[k]!)).length;
   const change = ((mean(b) / mean(a) - 1) * 100).toFixed(1);
-  process.stdout.write(`  ${f.label.padEnd(28)} A ${fmt(mean(a)).padStart(8)}  B ${fmt(mean(b)).padStart(8)}  (${Number(change) >= 0 ? "+" : ""}${change} %, B better in ${ahead} of ${rounds})\n`);
+  process.stdout.write(
+    `  ${f.label.padEnd(28)} A ${fmt(mean(a)).padStart(8)}  B ${fmt(mean(b)).padStart(8)}  (${Number(change) >= 0 ? "+" : ""}${change} %, B better in ${ahead} of ${rounds})\n`,
+  );
 });

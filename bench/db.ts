@@ -70,8 +70,13 @@ export async function measureDbCommit(o: BenchOptions): Promise<DbCommitResult> 
     }
     const m = medianRun(results);
     return {
-      commitsPerSec: m.rate, p50Ms: percentile(m.latencies, 50), p99Ms: percentile(m.latencies, 99),
-      connections: CONNECTIONS, seconds: m.seconds, cpuSeconds: m.cpuSeconds, runs: results.map((w) => w.rate),
+      commitsPerSec: m.rate,
+      p50Ms: percentile(m.latencies, 50),
+      p99Ms: percentile(m.latencies, 99),
+      connections: CONNECTIONS,
+      seconds: m.seconds,
+      cpuSeconds: m.cpuSeconds,
+      runs: results.map((w) => w.rate),
     };
   });
 }
@@ -117,9 +122,14 @@ export async function measureDbCycle8(o: BenchOptions): Promise<DbCycleResult> {
     }
     const m = medianRun(results);
     return {
-      deliveriesPerSec: m.rate, connections: CONNECTIONS, batch: BATCH,
-      batchP50Ms: percentile(m.latencies, 50), batchP99Ms: percentile(m.latencies, 99),
-      seconds: m.seconds, cpuSeconds: m.cpuSeconds, runs: results.map((w) => w.rate),
+      deliveriesPerSec: m.rate,
+      connections: CONNECTIONS,
+      batch: BATCH,
+      batchP50Ms: percentile(m.latencies, 50),
+      batchP99Ms: percentile(m.latencies, 99),
+      seconds: m.seconds,
+      cpuSeconds: m.cpuSeconds,
+      runs: results.map((w) => w.rate),
     };
   });
 }
@@ -260,7 +270,14 @@ async function withBenchDatabase<T>(o: BenchOptions, fn: (conns: Connection[]) =
     const url = new URL(o.mysqlUrl);
     url.pathname = `/${database}`;
     for (let k = 0; k < CONNECTIONS; k++) {
-      conns.push(await mysql.createConnection({ uri: url.toString(), timezone: "Z", supportBigNumbers: true, bigNumberStrings: true }));
+      conns.push(
+        await mysql.createConnection({
+          uri: url.toString(),
+          timezone: "Z",
+          supportBigNumbers: true,
+          bigNumberStrings: true,
+        }),
+      );
     }
     return await fn(conns);
   } finally {

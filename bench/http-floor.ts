@@ -18,7 +18,11 @@ const WARMUP_SECONDS = 1;
 const SERVER = path.resolve(process.cwd(), "dist/bench/http-floor-server.js");
 /** The body and headers of an append (OrbitClient.completeAttempt), token-sized bearer included. */
 const BODY = JSON.stringify({ outcome: "succeeded", result: { ok: true } });
-const HEADERS = { "content-type": "application/json", "content-length": String(Buffer.byteLength(BODY)), authorization: `Bearer orbit_${"0".repeat(32)}_${"x".repeat(43)}` };
+const HEADERS = {
+  "content-type": "application/json",
+  "content-length": String(Buffer.byteLength(BODY)),
+  authorization: `Bearer orbit_${"0".repeat(32)}_${"x".repeat(43)}`,
+};
 
 export interface HttpFloorWindow {
   requestsPerSec: number;
@@ -41,7 +45,9 @@ export async function measureHttpFloor(o: BenchOptions): Promise<HttpFloorResult
   const c = await mysql.createConnection({ uri: o.mysqlUrl });
   await c.query(`CREATE DATABASE \`${name}\``);
   await c.query(`CREATE TABLE \`${name}\`.http_rows (id INT PRIMARY KEY, n BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB`);
-  await c.query(`INSERT INTO \`${name}\`.http_rows (id, n) VALUES ?`, [Array.from({ length: WORKERS }, (_, k) => [k, 0])]);
+  await c.query(`INSERT INTO \`${name}\`.http_rows (id, n) VALUES ?`, [
+    Array.from({ length: WORKERS }, (_, k) => [k, 0]),
+  ]);
   await c.end();
   const seconds = o.quick ? 4 : 10;
   try {
@@ -54,7 +60,9 @@ export async function measureHttpFloor(o: BenchOptions): Promise<HttpFloorResult
 }
 
 async function window(databaseUrl: string, update: boolean, seconds: number): Promise<HttpFloorWindow> {
-  const child = spawn(process.execPath, [SERVER, databaseUrl, update ? "--update" : "--answer-only"], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [SERVER, databaseUrl, update ? "--update" : "--answer-only"], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const agent = new http.Agent({ keepAlive: true });
   try {
     const port = await new Promise<number>((resolve, reject) => {
@@ -62,7 +70,9 @@ async function window(databaseUrl: string, update: boolean, seconds: number): Pr
       child.once("exit", (code) => reject(new Error(`the HTTP floor server exited with ${code}`)));
     });
     await run(agent, port, WARMUP_SECONDS);
-    const { result: n, cpu } = await withCpu({ server: child.pid, mariadb: mariadbPid() }, () => run(agent, port, seconds));
+    const { result: n, cpu } = await withCpu({ server: child.pid, mariadb: mariadbPid() }, () =>
+      run(agent, port, seconds),
+    );
     return { requestsPerSec: n / cpu.wall!, cpu };
   } finally {
     agent.destroy();
@@ -89,7 +99,9 @@ function post(agent: http.Agent, port: number, path: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: "127.0.0.1", port, path, method: "POST", agent, headers: HEADERS }, (res) => {
       res.on("data", () => {});
-      res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP floor: status ${res.statusCode}`))));
+      res.on("end", () =>
+        res.statusCode === 200 ? resolve() : reject(new Error(`HTTP floor: status ${res.statusCode}`)),
+      );
     });
     req.on("error", reject);
     req.end(BODY);

@@ -63,7 +63,11 @@ export async function measureJetStream(_o: BenchOptions): Promise<JetStreamResul
 
     // max_ack_pending is the server-side bound on outstanding messages; consume() pulls in
     // batches of the same size and refills as messages are taken.
-    await jsm.consumers.add(name, { durable_name: "drain", ack_policy: AckPolicy.Explicit, max_ack_pending: OUTSTANDING });
+    await jsm.consumers.add(name, {
+      durable_name: "drain",
+      ack_policy: AckPolicy.Explicit,
+      max_ack_pending: OUTSTANDING,
+    });
     const consumer = await js.consumers.get(name, "drain");
 
     const t0 = performance.now();
@@ -88,7 +92,14 @@ export async function measureJetStream(_o: BenchOptions): Promise<JetStreamResul
     const seconds = (performance.now() - t0) / 1000;
     const cpu = cpuSeconds() - c0;
     messages.stop();
-    return { messagesPerSec: MESSAGES / seconds, messages: MESSAGES, outstanding: OUTSTANDING, seconds, cpuSeconds: cpu, publishPerSec };
+    return {
+      messagesPerSec: MESSAGES / seconds,
+      messages: MESSAGES,
+      outstanding: OUTSTANDING,
+      seconds,
+      cpuSeconds: cpu,
+      publishPerSec,
+    };
   } finally {
     if (created) await (await nc.jetstreamManager()).streams.delete(name).catch(() => undefined);
     await nc.close();

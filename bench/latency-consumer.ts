@@ -31,7 +31,9 @@ conn.on("delivery", (d) => {
   const occurred = Date.parse(d.event.occurred_at);
   received++;
   if (occurred >= measureFrom) samples.push(Date.now() - occurred);
-  conn.ack(d.proof).catch((e: unknown) => process.stderr.write(`bench consumer: ack failed: ${(e as Error).message}\n`));
+  conn
+    .ack(d.proof)
+    .catch((e: unknown) => process.stderr.write(`bench consumer: ack failed: ${(e as Error).message}\n`));
 });
 const ticker = setInterval(() => send({ type: "received", n: received }), 100);
 

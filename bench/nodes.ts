@@ -68,10 +68,28 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
 }
 
 export function bootstrap(databaseUrl: string, namespace: string, application: string, queues: string[]) {
-  const args = [ORBIT_BIN, "bootstrap", "--namespace", namespace, "--application", application, "--event-access", "--json"];
+  const args = [
+    ORBIT_BIN,
+    "bootstrap",
+    "--namespace",
+    namespace,
+    "--application",
+    application,
+    "--event-access",
+    "--json",
+  ];
   for (const q of queues) args.push("--queue", q);
-  return JSON.parse(execFileSync(process.execPath, args, { env: { ...process.env, ORBIT_DATABASE_URL: databaseUrl }, encoding: "utf8" })) as {
-    namespace_id: string; application_id: string; credential_id: string; token: string; queues: { id: string; name: string }[];
+  return JSON.parse(
+    execFileSync(process.execPath, args, {
+      env: { ...process.env, ORBIT_DATABASE_URL: databaseUrl },
+      encoding: "utf8",
+    }),
+  ) as {
+    namespace_id: string;
+    application_id: string;
+    credential_id: string;
+    token: string;
+    queues: { id: string; name: string }[];
   };
 }
 
@@ -100,8 +118,14 @@ export function mariadbPid(): number | undefined {
 }
 
 /** CPU seconds per process during fn (and, with ORBIT_BENCH_PROFILE_DIR, the nodes' profiles of it, named by label). */
-export async function withCpu<T>(pids: Record<string, number | undefined>, fn: () => Promise<T>, label = "phase"): Promise<{ result: T; cpu: Record<string, number> }> {
-  const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, p === undefined ? NaN : processCpuSeconds(p)]));
+export async function withCpu<T>(
+  pids: Record<string, number | undefined>,
+  fn: () => Promise<T>,
+  label = "phase",
+): Promise<{ result: T; cpu: Record<string, number> }> {
+  const before = Object.fromEntries(
+    Object.entries(pids).map(([k, p]) => [k, p === undefined ? NaN : processCpuSeconds(p)]),
+  );
   const self0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   const result = await withProfile(pids, label, fn);
@@ -113,21 +137,37 @@ export async function withCpu<T>(pids: Record<string, number | undefined>, fn: (
 }
 
 /** MariaDB's global counters the cost model is written in (SHOW GLOBAL STATUS). */
-const DB_COUNTERS = ["Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_update_multi", "Innodb_row_lock_waits", "Rows_read"] as const;
+const DB_COUNTERS = [
+  "Questions",
+  "Com_commit",
+  "Com_select",
+  "Com_insert",
+  "Com_update",
+  "Com_update_multi",
+  "Innodb_row_lock_waits",
+  "Rows_read",
+] as const;
 
 /** Global counter deltas during fn (the whole server: the benchmark's own setup is kept outside fn). */
-export async function withDbCounters<T>(server: string, fn: () => Promise<T>): Promise<{ result: T; counters: Record<string, number> }> {
+export async function withDbCounters<T>(
+  server: string,
+  fn: () => Promise<T>,
+): Promise<{ result: T; counters: Record<string, number> }> {
   const c = await mysql.createConnection({ uri: server });
   try {
     const read = async () => {
-      const [rows] = (await c.query("SHOW GLOBAL STATUS WHERE Variable_name IN (?)", [DB_COUNTERS])) as unknown as [{ Variable_name: string; Value: string }[]];
+      const [rows] = (await c.query("SHOW GLOBAL STATUS WHERE Variable_name IN (?)", [DB_COUNTERS])) as unknown as [
+        { Variable_name: string; Value: string }[],
+      ];
       return Object.fromEntries(rows.map((r) => [r.Variable_name, Number(r.Value)]));
     };
     const before = await read();
     const result = await fn();
     const after = await read();
     // Each read is itself one statement.
-    const counters = Object.fromEntries(DB_COUNTERS.map((k) => [k, (after[k] ?? NaN) - (before[k] ?? NaN) - (k === "Questions" ? 1 : 0)]));
+    const counters = Object.fromEntries(
+      DB_COUNTERS.map((k) => [k, (after[k] ?? NaN) - (before[k] ?? NaN) - (k === "Questions" ? 1 : 0)]),
+    );
     return { result, counters };
   } finally {
     await c.end();
@@ -143,14 +183,28 @@ export function perItem(counters: Record<string, number>, items: number): Record
 export async function claimStats(url: string): Promise<{ claims: number; seconds: number; leases: number }> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? NaN);
-  return { claims: value("orbit_claim_duration_seconds_count"), seconds: value("orbit_claim_duration_seconds_sum"), leases: value("orbit_claim_leases_sum") };
+  return {
+    claims: value("orbit_claim_duration_seconds_count"),
+    seconds: value("orbit_claim_duration_seconds_sum"),
+    leases: value("orbit_claim_leases_sum"),
+  };
 }
 
 /** Claims during fn: mean duration (ms) and mean deliveries leased per claim. */
-export async function withClaimStats<T>(url: string, fn: () => Promise<T>): Promise<{ result: T; claims: { count: number; meanMs: number; meanLeases: number } }> {
+export async function withClaimStats<T>(
+  url: string,
+  fn: () => Promise<T>,
+): Promise<{ result: T; claims: { count: number; meanMs: number; meanLeases: number } }> {
   const a = await claimStats(url);
   const result = await fn();
   const b = await claimStats(url);
   const count = b.claims - a.claims;
-  return { result, claims: { count, meanMs: Math.round(((b.seconds - a.seconds) / count) * 1e5) / 100, meanLeases: Math.round(((b.leases - a.leases) / count) * 10) / 10 } };
+  return {
+    result,
+    claims: {
+      count,
+      meanMs: Math.round(((b.seconds - a.seconds) / count) * 1e5) / 100,
+      meanLeases: Math.round(((b.leases - a.leases) / count) * 10) / 10,
+    },
+  };
 }

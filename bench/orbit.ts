@@ -9,7 +9,19 @@ import { claim, ENGINE_SESSION } from "../src/domain/delivery-engine.js";
 import { newRowId } from "../src/wire/ids.js";
 import { loopDelay } from "./common.js";
 import type { ConsumerCommand, ConsumerMessage } from "./latency-consumer.js";
-import { bootstrap, freshDatabase, dropDatabase, mariadbPid, perItem, rssMiB, startNode, withClaimStats, withCpu, withDbCounters, type BenchNode } from "./nodes.js";
+import {
+  bootstrap,
+  freshDatabase,
+  dropDatabase,
+  mariadbPid,
+  perItem,
+  rssMiB,
+  startNode,
+  withClaimStats,
+  withCpu,
+  withDbCounters,
+  type BenchNode,
+} from "./nodes.js";
 
 export interface OrbitBenchOptions {
   readonly quick: boolean;
@@ -25,7 +37,13 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-async function withNodes<T>(o: OrbitBenchOptions, name: string, count: number, fn: (db: string, nodes: BenchNode[]) => Promise<T>, env: Record<string, string> = {}): Promise<T> {
+async function withNodes<T>(
+  o: OrbitBenchOptions,
+  name: string,
+  count: number,
+  fn: (db: string, nodes: BenchNode[]) => Promise<T>,
+  env: Record<string, string> = {},
+): Promise<T> {
   const dbName = `orbit_bench_${name}_${process.pid}`;
   const db = await freshDatabase(o.mysqlUrl, dbName);
   const nodes: BenchNode[] = [];
@@ -68,7 +86,16 @@ export async function measureAppend(o: OrbitBenchOptions) {
     // timed part warm the node's HTTP path, and completions first change nothing.
     const pids = { node: node!.pid, mariadb: mariadbPid() };
     const counted = await withDbCounters(o.mysqlUrl, () =>
-      withCpu(pids, () => pool(attempts, 16, async (a) => void (await client.completeAttempt(a, { outcome: "succeeded", result: { ok: true } }))), "append"),
+      withCpu(
+        pids,
+        () =>
+          pool(
+            attempts,
+            16,
+            async (a) => void (await client.completeAttempt(a, { outcome: "succeeded", result: { ok: true } })),
+          ),
+        "append",
+      ),
     );
     const timed = counted.result;
     // The whole path: submit, claim, complete, 16 loops for a fixed time.
@@ -103,7 +130,9 @@ export async function measureAppend(o: OrbitBenchOptions) {
 async function seedBacklog(db: string, namespaceId: string, queueIds: string[], total: number): Promise<void> {
   const c = await mysql.createConnection({ uri: db });
   try {
-    const [[s]] = (await c.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [namespaceId])) as any;
+    const [[s]] = (await c.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [
+      namespaceId,
+    ])) as any;
     let head = Number(s.head_sequence);
     const now = new Date();
     for (let start = 0; start < total; start += 1000) {
@@ -112,8 +141,27 @@ async function seedBacklog(db: string, namespaceId: string, queueIds: string[], 
         const task = id();
         const queue = queueIds[i % queueIds.length]!;
         head++;
-        const snapshot = { schema_version: 1, task_id: task, queue_id: queue, state: "SUCCEEDED", revision: "3", effect_uncertain: false, result: JSON.stringify({ i, pad: "x".repeat(600) }) };
-        rows.push([id(), namespaceId, queue, head, "task.succeeded", task, 3, now, '{"state":"SUCCEEDED","reason":"WORKER_SUCCEEDED"}', JSON.stringify(snapshot)]);
+        const snapshot = {
+          schema_version: 1,
+          task_id: task,
+          queue_id: queue,
+          state: "SUCCEEDED",
+          revision: "3",
+          effect_uncertain: false,
+          result: JSON.stringify({ i, pad: "x".repeat(600) }),
+        };
+        rows.push([
+          id(),
+          namespaceId,
+          queue,
+          head,
+          "task.succeeded",
+          task,
+          3,
+          now,
+          '{"state":"SUCCEEDED","reason":"WORKER_SUCCEEDED"}',
+          JSON.stringify(snapshot),
+        ]);
       }
       await c.query(
         "INSERT INTO result_events (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot) VALUES ?",
@@ -127,13 +175,23 @@ async function seedBacklog(db: string, namespaceId: string, queueIds: string[], 
 }
 
 /** Connects consumers that ACK every delivery at once; resolves when `total` ACKs are confirmed. */
-async function drain(url: string, consumers: { token: string; subscriptionId: string; capacity: number }[], total: number) {
+async function drain(
+  url: string,
+  consumers: { token: string; subscriptionId: string; capacity: number }[],
+  total: number,
+) {
   let acked = 0;
   let done!: () => void;
   const finished = new Promise<void>((r) => (done = r));
   const conns = await Promise.all(
     consumers.map(async (c) => {
-      const conn = await EventConnection.open({ baseUrl: url, token: c.token, subscriptionId: c.subscriptionId, capacity: c.capacity, heartbeat: false });
+      const conn = await EventConnection.open({
+        baseUrl: url,
+        token: c.token,
+        subscriptionId: c.subscriptionId,
+        capacity: c.capacity,
+        heartbeat: false,
+      });
       conn.on("delivery", (d) => {
         void conn.ack(d.proof).then(
           (r) => {
@@ -161,9 +219,18 @@ const WARM_UP_DELIVERIES = 5000;
 /** Drains WARM_UP_DELIVERIES through a subscription of its own (4 × 32), untimed. */
 async function warmUpDrain(db: string, url: string): Promise<void> {
   const w = bootstrap(db, "warmup", "warmup", ["q"]);
-  const sub = await new OrbitClient({ baseUrl: url, token: w.token }).createSubscription("warm-up", { name: "warm-up", queue_id: w.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
+  const sub = await new OrbitClient({ baseUrl: url, token: w.token }).createSubscription("warm-up", {
+    name: "warm-up",
+    queue_id: w.queues[0]!.id,
+    from_sequence: "0",
+    max_pending: 1000,
+  });
   await seedBacklog(db, w.namespace_id, [w.queues[0]!.id], WARM_UP_DELIVERIES);
-  await drain(url, Array.from({ length: 4 }, () => ({ token: w.token, subscriptionId: sub.subscription.id, capacity: 32 })), WARM_UP_DELIVERIES);
+  await drain(
+    url,
+    Array.from({ length: 4 }, () => ({ token: w.token, subscriptionId: sub.subscription.id, capacity: 32 })),
+    WARM_UP_DELIVERIES,
+  );
 }
 
 /** orbit.drain: 20,000 results to (a) 4 consumers × capacity 32 on one subscription, (b) 16 subscriptions × 1. */
@@ -175,27 +242,84 @@ export async function measureDrain(o: OrbitBenchOptions) {
     // (a) one subscription, 4 × 32
     const one = bootstrap(db, "bench", "drain", ["q"]);
     const client = new OrbitClient({ baseUrl: node!.url, token: one.token });
-    const sub = await client.createSubscription("drain-one", { name: "drain-one", queue_id: one.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
+    const sub = await client.createSubscription("drain-one", {
+      name: "drain-one",
+      queue_id: one.queues[0]!.id,
+      from_sequence: "0",
+      max_pending: 1000,
+    });
     await seedBacklog(db, one.namespace_id, [one.queues[0]!.id], total);
-    const ca = await withClaimStats(node!.url, () => withDbCounters(o.mysqlUrl, () =>
-      withCpu(pids, () => drain(node!.url, Array.from({ length: 4 }, () => ({ token: one.token, subscriptionId: sub.subscription.id, capacity: 32 })), total), "drain-one"),
-    ));
+    const ca = await withClaimStats(node!.url, () =>
+      withDbCounters(o.mysqlUrl, () =>
+        withCpu(
+          pids,
+          () =>
+            drain(
+              node!.url,
+              Array.from({ length: 4 }, () => ({
+                token: one.token,
+                subscriptionId: sub.subscription.id,
+                capacity: 32,
+              })),
+              total,
+            ),
+          "drain-one",
+        ),
+      ),
+    );
     const a = ca.result.result;
     // (b) 16 subscriptions in 16 applications, 1 consumer each; the 20,000 results spread over their queues.
     const apps = Array.from({ length: 16 }, (_, i) => bootstrap(db, "bench16", `app${i}`, [`q${i}`]));
     const subs = await Promise.all(
       apps.map((c, i) =>
-        new OrbitClient({ baseUrl: node!.url, token: c.token }).createSubscription(`drain-${i}`, { name: `drain-${i}`, queue_id: c.queues[0]!.id, from_sequence: "0", max_pending: 1000 }),
+        new OrbitClient({ baseUrl: node!.url, token: c.token }).createSubscription(`drain-${i}`, {
+          name: `drain-${i}`,
+          queue_id: c.queues[0]!.id,
+          from_sequence: "0",
+          max_pending: 1000,
+        }),
       ),
     );
-    await seedBacklog(db, apps[0]!.namespace_id, apps.map((c) => c.queues[0]!.id), total);
-    const cb = await withClaimStats(node!.url, () => withDbCounters(o.mysqlUrl, () =>
-      withCpu(pids, () => drain(node!.url, apps.map((c, i) => ({ token: c.token, subscriptionId: subs[i]!.subscription.id, capacity: 32 })), total), "drain-sixteen"),
-    ));
+    await seedBacklog(
+      db,
+      apps[0]!.namespace_id,
+      apps.map((c) => c.queues[0]!.id),
+      total,
+    );
+    const cb = await withClaimStats(node!.url, () =>
+      withDbCounters(o.mysqlUrl, () =>
+        withCpu(
+          pids,
+          () =>
+            drain(
+              node!.url,
+              apps.map((c, i) => ({ token: c.token, subscriptionId: subs[i]!.subscription.id, capacity: 32 })),
+              total,
+            ),
+          "drain-sixteen",
+        ),
+      ),
+    );
     const b = cb.result.result;
     return {
-      oneSubscription: { deliveriesPerSec: total / a.cpu.wall!, deliveries: total, consumers: 4, capacity: 32, cpu: a.cpu, databasePerDelivery: perItem(ca.result.counters, total), claims: ca.claims },
-      sixteenSubscriptions: { deliveriesPerSec: total / b.cpu.wall!, deliveries: total, subscriptions: 16, capacity: 32, cpu: b.cpu, databasePerDelivery: perItem(cb.result.counters, total), claims: cb.claims },
+      oneSubscription: {
+        deliveriesPerSec: total / a.cpu.wall!,
+        deliveries: total,
+        consumers: 4,
+        capacity: 32,
+        cpu: a.cpu,
+        databasePerDelivery: perItem(ca.result.counters, total),
+        claims: ca.claims,
+      },
+      sixteenSubscriptions: {
+        deliveriesPerSec: total / b.cpu.wall!,
+        deliveries: total,
+        subscriptions: 16,
+        capacity: 32,
+        cpu: b.cpu,
+        databasePerDelivery: perItem(cb.result.counters, total),
+        claims: cb.claims,
+      },
     };
   });
 }
@@ -207,20 +331,41 @@ export async function measureDrain(o: OrbitBenchOptions) {
 export async function measureScaling(o: OrbitBenchOptions) {
   const total = o.quick ? 3000 : 10000;
   const points: { consumers: number; capacity: number }[] = [
-    { consumers: 4, capacity: 1 }, { consumers: 4, capacity: 8 }, { consumers: 4, capacity: 32 },
-    { consumers: 1, capacity: 32 }, { consumers: 16, capacity: 32 },
+    { consumers: 4, capacity: 1 },
+    { consumers: 4, capacity: 8 },
+    { consumers: 4, capacity: 32 },
+    { consumers: 1, capacity: 32 },
+    { consumers: 16, capacity: 32 },
   ];
   return withNodes(o, "scaling", 1, async (db, [node]) => {
-    const out: { consumers: number; capacity: number; deliveriesPerSec: number; claims: { count: number; meanMs: number; meanLeases: number } }[] = [];
+    const out: {
+      consumers: number;
+      capacity: number;
+      deliveriesPerSec: number;
+      claims: { count: number; meanMs: number; meanLeases: number };
+    }[] = [];
     await warmUpDrain(db, node!.url);
     for (const [i, p] of points.entries()) {
       const cred = bootstrap(db, `scale${i}`, "scale", ["q"]);
       const client = new OrbitClient({ baseUrl: node!.url, token: cred.token });
-      const sub = await client.createSubscription(`scale-${i}`, { name: `scale-${i}`, queue_id: cred.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
+      const sub = await client.createSubscription(`scale-${i}`, {
+        name: `scale-${i}`,
+        queue_id: cred.queues[0]!.id,
+        from_sequence: "0",
+        max_pending: 1000,
+      });
       await seedBacklog(db, cred.namespace_id, [cred.queues[0]!.id], total);
       const t0 = process.hrtime.bigint();
       const r = await withClaimStats(node!.url, () =>
-        drain(node!.url, Array.from({ length: p.consumers }, () => ({ token: cred.token, subscriptionId: sub.subscription.id, capacity: p.capacity })), total),
+        drain(
+          node!.url,
+          Array.from({ length: p.consumers }, () => ({
+            token: cred.token,
+            subscriptionId: sub.subscription.id,
+            capacity: p.capacity,
+          })),
+          total,
+        ),
       );
       out.push({ ...p, deliveriesPerSec: total / (Number(process.hrtime.bigint() - t0) / 1e9), claims: r.claims });
     }
@@ -251,10 +396,18 @@ export async function measureClaimFloor(o: OrbitBenchOptions) {
       for (let r = 0; r < rounds; r++) {
         const cred = bootstrap(db, `claim${r}`, "claim", ["q"]);
         const client = new OrbitClient({ baseUrl: node!.url, token: cred.token });
-        const sub = await client.createSubscription(`claim-${r}`, { name: `claim-${r}`, queue_id: cred.queues[0]!.id, from_sequence: "0", max_pending: 1000 });
+        const sub = await client.createSubscription(`claim-${r}`, {
+          name: `claim-${r}`,
+          queue_id: cred.queues[0]!.id,
+          from_sequence: "0",
+          max_pending: 1000,
+        });
         await seedBacklog(db, cred.namespace_id, [cred.queues[0]!.id], 1000);
         for (let k = 0; ; k++) {
-          await admin.query("UPDATE deliveries SET state = 'ACKED', acknowledged_at = NOW(3), lease_until = NULL, session_id = NULL WHERE subscription_id = ? AND state = 'LEASED'", [sub.subscription.id]);
+          await admin.query(
+            "UPDATE deliveries SET state = 'ACKED', acknowledged_at = NOW(3), lease_until = NULL, session_id = NULL WHERE subscription_id = ? AND state = 'LEASED'",
+            [sub.subscription.id],
+          );
           const t0 = performance.now();
           const out = await claim(claimPool, { subscriptionId: sub.subscription.id, leaseDurationMs: 30_000, seats });
           const ms = performance.now() - t0;
@@ -327,11 +480,12 @@ async function startConsumer(baseUrl: string, token: string, subscriptionId: str
       return received;
     },
     measureFrom: (at) => command({ type: "measure-from", at }),
-    report: () => new Promise((resolve, reject) => {
-      reported = resolve;
-      exited = reject;
-      command({ type: "report" });
-    }),
+    report: () =>
+      new Promise((resolve, reject) => {
+        reported = resolve;
+        exited = reject;
+        command({ type: "report" });
+      }),
     kill: () => void child.kill(),
   };
 }
@@ -343,7 +497,11 @@ async function startConsumer(baseUrl: string, token: string, subscriptionId: str
  * other node's deliveries take cores the same node's would have on a machine of its own, so
  * each is also measured alone.
  */
-export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers: readonly LatencyConsumer[] = ["same", "other"]) {
+export async function measureLatency(
+  o: OrbitBenchOptions,
+  rate = 500,
+  consumers: readonly LatencyConsumer[] = ["same", "other"],
+) {
   const seconds = o.quick ? 6 : 20;
   // The first seconds at 500/s are a ramp (the nodes' JIT, MariaDB's buffers) with a higher
   // p99 than what follows. They are produced but not counted, as db.* measurements skip
@@ -354,7 +512,8 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers
     const q = cred.queues[0]!.id;
     const client = new OrbitClient({ baseUrl: a!.url, token: cred.token });
     const subscriptionFor = async (which: LatencyConsumer) =>
-      (await client.createSubscription(`lat-${which}`, { name: `lat-${which}`, queue_id: q, max_pending: 1000 })).subscription.id;
+      (await client.createSubscription(`lat-${which}`, { name: `lat-${which}`, queue_id: q, max_pending: 1000 }))
+        .subscription.id;
     const n = rate * (warmupSeconds + seconds);
     const tasks = Array.from({ length: n }, (_, i) => i);
     await pool(tasks, 16, async (i) => void (await client.submitTask(`l-${i}`, { queue_id: q, input: i })));
@@ -364,7 +523,12 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers
       if (c) attempts.push(c.attempt_id);
     });
     const started: Partial<Record<LatencyConsumer, Consumer>> = {};
-    for (const which of consumers) started[which] = await startConsumer(which === "same" ? a!.url : b!.url, cred.token, await subscriptionFor(which));
+    for (const which of consumers)
+      started[which] = await startConsumer(
+        which === "same" ? a!.url : b!.url,
+        cred.token,
+        await subscriptionFor(which),
+      );
     const running = Object.values(started) as Consumer[];
     try {
       const t0 = Date.now();
@@ -381,23 +545,39 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers
           const due = t0 + (i * 1000) / rate;
           if (due > Date.now()) await sleep(due - Date.now());
           while (producing.size >= MAX_PRODUCING) await Promise.race(producing);
-          const p: Promise<void> = client.completeAttempt(attempts[i]!, { outcome: "succeeded" }).then(() => {
-            finished++;
-            lastDone = Date.now();
-          }).finally(() => producing.delete(p));
+          const p: Promise<void> = client
+            .completeAttempt(attempts[i]!, { outcome: "succeeded" })
+            .then(() => {
+              finished++;
+              lastDone = Date.now();
+            })
+            .finally(() => producing.delete(p));
           producing.add(p);
         }
         await Promise.all(producing);
       };
       const settle = async () => {
-        for (const end = Date.now() + 10000; running.some((c) => c.received < attempts.length) && Date.now() < end; ) await sleep(50);
+        for (const end = Date.now() + 10000; running.some((c) => c.received < attempts.length) && Date.now() < end;)
+          await sleep(50);
       };
       const pids = {
-        nodeA: a!.pid, nodeB: b!.pid, mariadb: mariadbPid(),
+        nodeA: a!.pid,
+        nodeB: b!.pid,
+        mariadb: mariadbPid(),
         ...(started.same ? { consumerSame: started.same.pid } : {}),
         ...(started.other ? { consumerOther: started.other.pid } : {}),
       };
-      const run = () => withDbCounters(o.mysqlUrl, () => withCpu(pids, async () => { await produce(); await settle(); }, `latency-${rate}-${consumers.join("-")}`));
+      const run = () =>
+        withDbCounters(o.mysqlUrl, () =>
+          withCpu(
+            pids,
+            async () => {
+              await produce();
+              await settle();
+            },
+            `latency-${rate}-${consumers.join("-")}`,
+          ),
+        );
       // The producers' event loop: its delay does not reach the consumers' figures (each
       // consumer reports its own beside them).
       const loop = loopDelay();
@@ -407,10 +587,17 @@ export async function measureLatency(o: OrbitBenchOptions, rate = 500, consumers
       const stats = async (c: Consumer) => {
         const r = await c.report();
         const s = [...r.samples].sort((x, y) => x - y);
-        return { p50Ms: percentile(s, 50), p99Ms: percentile(s, 99), samples: s.length, consumerLoopDelayMs: r.loopDelayMs };
+        return {
+          p50Ms: percentile(s, 50),
+          p99Ms: percentile(s, 99),
+          samples: s.length,
+          consumerLoopDelayMs: r.loopDelayMs,
+        };
       };
       return {
-        ratePerSec: rate, seconds, warmupSeconds,
+        ratePerSec: rate,
+        seconds,
+        warmupSeconds,
         // What the producers achieved: results completed per second from the start to the last.
         achievedPerSec: Math.round(finished / ((lastDone - t0) / 1000)),
         // How busy the machine was (2 cores): producing, delivering and the settle after.
@@ -437,22 +624,41 @@ export async function measureIdle(o: OrbitBenchOptions) {
   return withNodes(o, "idle", 1, async (db, [node]) => {
     const creds = Array.from({ length: 8 }, (_, i) => bootstrap(db, "bench", `idle${i}`, [`q${i}`]));
     const subs = await Promise.all(
-      creds.map((c, i) => new OrbitClient({ baseUrl: node!.url, token: c.token }).createSubscription(`idle-${i}`, { name: `idle-${i}`, queue_id: c.queues[0]!.id })),
+      creds.map((c, i) =>
+        new OrbitClient({ baseUrl: node!.url, token: c.token }).createSubscription(`idle-${i}`, {
+          name: `idle-${i}`,
+          queue_id: c.queues[0]!.id,
+        }),
+      ),
     );
     const conns: EventConnection[] = [];
     for (let i = 0; i < 128; i++) {
       const c = creds[i % 8]!;
-      conns.push(await EventConnection.open({ baseUrl: node!.url, token: c.token, subscriptionId: subs[i % 8]!.subscription.id, capacity: 1 }));
+      conns.push(
+        await EventConnection.open({
+          baseUrl: node!.url,
+          token: c.token,
+          subscriptionId: subs[i % 8]!.subscription.id,
+          capacity: 1,
+        }),
+      );
     }
     await sleep(2000); // settle: first claims done
     const m = await mysql.createConnection({ uri: o.mysqlUrl });
-    const questions = async () => Number(((await m.query("SHOW GLOBAL STATUS LIKE 'Questions'"))[0] as { Value: string }[])[0]!.Value);
+    const questions = async () =>
+      Number(((await m.query("SHOW GLOBAL STATUS LIKE 'Questions'"))[0] as { Value: string }[])[0]!.Value);
     const q0 = await questions();
     await sleep(seconds * 1000);
     const used = (await questions()) - q0 - 1;
     const rss = rssMiB(node!.pid);
     await m.end();
     await Promise.all(conns.map((c) => c.close()));
-    return { connections: 128, seconds, queriesPerSec: used / seconds, queriesPerSecPerConnection: used / seconds / 128, nodeRssMiB: rss };
+    return {
+      connections: 128,
+      seconds,
+      queriesPerSec: used / seconds,
+      queriesPerSecPerConnection: used / seconds / 128,
+      nodeRssMiB: rss,
+    };
   });
 }

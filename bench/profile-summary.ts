@@ -3,8 +3,16 @@
 // sample however deep it recurs). `node dist/bench/profile-summary.js FILE [TOP]`.
 import { readFileSync } from "node:fs";
 
-interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
-interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] }
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
 
 const [file, topArg] = process.argv.slice(2);
 if (!file) throw new Error("usage: profile-summary FILE [TOP]");
@@ -13,7 +21,8 @@ const p = JSON.parse(readFileSync(file, "utf8")) as Profile;
 const byId = new Map(p.nodes.map((n) => [n.id, n]));
 const parent = new Map<number, number>();
 for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-const name = (n: ProfileNode) => `${n.callFrame.functionName || "(anonymous)"} ${n.callFrame.url.split("/").slice(-2).join("/")}:${n.callFrame.lineNumber + 1}`;
+const name = (n: ProfileNode) =>
+  `${n.callFrame.functionName || "(anonymous)"} ${n.callFrame.url.split("/").slice(-2).join("/")}:${n.callFrame.lineNumber + 1}`;
 
 const time = new Map<number, number>();
 p.samples.forEach((id, i) => time.set(id, (time.get(id) ?? 0) + (p.timeDeltas[i] ?? 0)));
@@ -34,6 +43,12 @@ for (const [id, t] of time) {
   for (const k of seen) inclusive.set(k, (inclusive.get(k) ?? 0) + t);
 }
 const list = (m: Map<string, number>) =>
-  [...m].sort((a, b) => b[1] - a[1]).slice(0, top).map(([k, t]) => `${((100 * t) / busy).toFixed(1).padStart(6)} %  ${k}`).join("\n");
-console.log(`busy ${(busy / 1e6).toFixed(2)} s, idle ${(idle / 1e6).toFixed(2)} s (wall-time samples: a process preempted counts as busy)`);
+  [...m]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top)
+    .map(([k, t]) => `${((100 * t) / busy).toFixed(1).padStart(6)} %  ${k}`)
+    .join("\n");
+console.log(
+  `busy ${(busy / 1e6).toFixed(2)} s, idle ${(idle / 1e6).toFixed(2)} s (wall-time samples: a process preempted counts as busy)`,
+);
 console.log(`\nself time\n${list(self)}\n\ninclusive time\n${list(inclusive)}`);

@@ -37,7 +37,9 @@ class Inspector {
   }
 
   static async open(port: number): Promise<Inspector> {
-    const [target] = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as { webSocketDebuggerUrl: string }[];
+    const [target] = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as {
+      webSocketDebuggerUrl: string;
+    }[];
     const ws = new WebSocket(target!.webSocketDebuggerUrl);
     await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject));
     return new Inspector(ws);
@@ -57,11 +59,21 @@ class Inspector {
 }
 
 /** Profiles each given process that has an inspector while fn runs; one file per process. */
-export async function withProfile<T>(pids: Record<string, number | undefined>, label: string, fn: () => Promise<T>): Promise<T> {
+export async function withProfile<T>(
+  pids: Record<string, number | undefined>,
+  label: string,
+  fn: () => Promise<T>,
+): Promise<T> {
   const targets = Object.entries(pids).filter(([, pid]) => pid !== undefined && inspectors.has(pid));
   if (!PROFILE_DIR || targets.length === 0) return fn();
-  const open = await Promise.all(targets.map(async ([key, pid]) => ({ key, pid: pid!, inspector: await Inspector.open(inspectors.get(pid!)!) })));
-  await Promise.all(open.map(async ({ inspector }) => (await inspector.call("Profiler.enable"), await inspector.call("Profiler.start"))));
+  const open = await Promise.all(
+    targets.map(async ([key, pid]) => ({ key, pid: pid!, inspector: await Inspector.open(inspectors.get(pid!)!) })),
+  );
+  await Promise.all(
+    open.map(
+      async ({ inspector }) => (await inspector.call("Profiler.enable"), await inspector.call("Profiler.start")),
+    ),
+  );
   try {
     return await fn();
   } finally {

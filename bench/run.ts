@@ -7,7 +7,14 @@ import { parseArgs } from "node:util";
 import { measureDbCommit, measureDbCycle8 } from "./db.js";
 import { measureHttpFloor } from "./http-floor.js";
 import { measureJetStream } from "./jetstream.js";
-import { measureAppend, measureClaimFloor, measureDrain, measureIdle, measureLatency, measureScaling } from "./orbit.js";
+import {
+  measureAppend,
+  measureClaimFloor,
+  measureDrain,
+  measureIdle,
+  measureLatency,
+  measureScaling,
+} from "./orbit.js";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean" }, only: { type: "string" } }, strict: true });
 const o = { quick: values.quick === true, mysqlUrl: process.env.ORBIT_BENCH_MYSQL ?? "mysql://root@127.0.0.1:3306" };
@@ -79,21 +86,61 @@ const f = (x: unknown, digits = 0) => (typeof x === "number" && Number.isFinite(
 const rows: [string, string, string][] = [
   ["db.commit (16 conns)", `${f(commitRate)} commits/s`, ""],
   ["db.cycle8 (16 conns, 8 per tx)", `${f(cycleRate)} deliveries/s`, ""],
-  ["floor.http (16 workers, 1 commit each)", `${f(floorRate)} requests/s`, `answer only ${f(httpFloor?.answerOnly.requestsPerSec)}/s; ${cpuLine(httpFloor?.withCommit.cpu)}`],
+  [
+    "floor.http (16 workers, 1 commit each)",
+    `${f(floorRate)} requests/s`,
+    `answer only ${f(httpFloor?.answerOnly.requestsPerSec)}/s; ${cpuLine(httpFloor?.withCommit.cpu)}`,
+  ],
   ["peer.jetstream (20k, 64 in flight)", jetRate === undefined ? `skipped` : `${f(jetRate)} msgs/s`, ""],
-  ["orbit.append (16 workers, complete only)", `${f(append?.resultsPerSec)} results/s`, `submit→claim→complete ${f(append?.submitClaimCompletePerSec)}/s`],
-  ["orbit.drain (1 sub, 4 × 32)", `${f(drainRate)} deliveries/s`, `${cpuLine(drain?.oneSubscription.cpu)}; ${claimLine(drain?.oneSubscription.claims)}`],
-  ["orbit.drain (16 subs × 1)", `${f(drain?.sixteenSubscriptions.deliveriesPerSec)} deliveries/s`, `${cpuLine(drain?.sixteenSubscriptions.cpu)}; ${claimLine(drain?.sixteenSubscriptions.claims)}`],
-  ["orbit.latency same node (alone)", latencyLine(latencySame?.sameNode), `${latencySame?.ratePerSec ?? ""}/s for ${latencySame?.seconds ?? ""} s after ${latencySame?.warmupSeconds ?? ""} s (achieved ${latencySame?.achievedPerSec ?? ""}/s); ${cpuLine(latencySame?.cpu)}`],
-  ["orbit.latency other node (alone)", latencyLine(latencyOther?.otherNode), `achieved ${latencyOther?.achievedPerSec ?? ""}/s; ${cpuLine(latencyOther?.cpu)}`],
-  ["orbit.latency same node (both at once)", latencyLine(latency?.sameNode), `achieved ${latency?.achievedPerSec ?? ""}/s`],
+  [
+    "orbit.append (16 workers, complete only)",
+    `${f(append?.resultsPerSec)} results/s`,
+    `submit→claim→complete ${f(append?.submitClaimCompletePerSec)}/s`,
+  ],
+  [
+    "orbit.drain (1 sub, 4 × 32)",
+    `${f(drainRate)} deliveries/s`,
+    `${cpuLine(drain?.oneSubscription.cpu)}; ${claimLine(drain?.oneSubscription.claims)}`,
+  ],
+  [
+    "orbit.drain (16 subs × 1)",
+    `${f(drain?.sixteenSubscriptions.deliveriesPerSec)} deliveries/s`,
+    `${cpuLine(drain?.sixteenSubscriptions.cpu)}; ${claimLine(drain?.sixteenSubscriptions.claims)}`,
+  ],
+  [
+    "orbit.latency same node (alone)",
+    latencyLine(latencySame?.sameNode),
+    `${latencySame?.ratePerSec ?? ""}/s for ${latencySame?.seconds ?? ""} s after ${latencySame?.warmupSeconds ?? ""} s (achieved ${latencySame?.achievedPerSec ?? ""}/s); ${cpuLine(latencySame?.cpu)}`,
+  ],
+  [
+    "orbit.latency other node (alone)",
+    latencyLine(latencyOther?.otherNode),
+    `achieved ${latencyOther?.achievedPerSec ?? ""}/s; ${cpuLine(latencyOther?.cpu)}`,
+  ],
+  [
+    "orbit.latency same node (both at once)",
+    latencyLine(latency?.sameNode),
+    `achieved ${latency?.achievedPerSec ?? ""}/s`,
+  ],
   ["orbit.latency other node (both at once)", latencyLine(latency?.otherNode), cpuLine(latency?.cpu)],
-  ["orbit.latency same node @250/s (both)", latencyLine(latencyHalf?.sameNode), `achieved ${latencyHalf?.achievedPerSec ?? ""}/s`],
+  [
+    "orbit.latency same node @250/s (both)",
+    latencyLine(latencyHalf?.sameNode),
+    `achieved ${latencyHalf?.achievedPerSec ?? ""}/s`,
+  ],
   ["orbit.latency other node @250/s (both)", latencyLine(latencyHalf?.otherNode), cpuLine(latencyHalf?.cpu)],
-  ["orbit.idle (128 connections)", `${f(idle?.queriesPerSecPerConnection, 2)} queries/s each`, `node RSS ${f(idle?.nodeRssMiB)} MiB`],
+  [
+    "orbit.idle (128 connections)",
+    `${f(idle?.queriesPerSecPerConnection, 2)} queries/s each`,
+    `node RSS ${f(idle?.nodeRssMiB)} MiB`,
+  ],
 ];
 for (const p of scaling?.points ?? []) {
-  rows.push([`orbit.scaling ${p.consumers} × capacity ${p.capacity}`, `${f(p.deliveriesPerSec)} deliveries/s`, `${f(p.claims.meanLeases, 1)} per claim, ${f(p.claims.meanMs, 1)} ms each`]);
+  rows.push([
+    `orbit.scaling ${p.consumers} × capacity ${p.capacity}`,
+    `${f(p.deliveriesPerSec)} deliveries/s`,
+    `${f(p.claims.meanLeases, 1)} per claim, ${f(p.claims.meanMs, 1)} ms each`,
+  ]);
 }
 if (claimFloor) {
   rows.push([
@@ -118,7 +165,10 @@ function claimLine(c?: { meanLeases: number; meanMs: number }): string {
 
 function cpuLine(cpu?: Record<string, number>): string {
   if (!cpu) return "";
-  return `CPU s: ${Object.entries(cpu).filter(([k]) => k !== "wall").map(([k, v]) => `${k} ${f(v, 1)}`).join(", ")} in ${f(cpu.wall, 1)} s`;
+  return `CPU s: ${Object.entries(cpu)
+    .filter(([k]) => k !== "wall")
+    .map(([k, v]) => `${k} ${f(v, 1)}`)
+    .join(", ")} in ${f(cpu.wall, 1)} s`;
 }
 
 await mkdir("bench/results", { recursive: true });

@@ -71,7 +71,11 @@ export function emitAsyncapi(events, openapi) {
     },
     operations: {
       sendToServer: op("send", CLIENT, "Frames a client sends: hello first, then pings and ACKs."),
-      receiveFromServer: op("receive", SERVER, "Frames the server sends: welcome, deliveries, ACK and ping replies, errors."),
+      receiveFromServer: op(
+        "receive",
+        SERVER,
+        "Frames the server sends: welcome, deliveries, ACK and ping replies, errors.",
+      ),
     },
   };
   return YAML.stringify(doc, { lineWidth: 110 });

@@ -53,5 +53,7 @@ export async function emitFrameTypes(events) {
 }
 
 function pascal(s) {
-  return s.replace(/(^|[^A-Za-z0-9])([A-Za-z0-9])/g, (_, __, c) => c.toUpperCase()).replace(/^[a-z]/, (c) => c.toUpperCase());
+  return s
+    .replace(/(^|[^A-Za-z0-9])([A-Za-z0-9])/g, (_, __, c) => c.toUpperCase())
+    .replace(/^[a-z]/, (c) => c.toUpperCase());
 }

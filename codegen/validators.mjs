@@ -72,7 +72,9 @@ function collectHeaderSchemas(openapi) {
       const first = seen.get(key);
       if (!first) seen.set(key, { key, schema: h.schema, operationId: op.operationId });
       else if (JSON.stringify(first.schema) !== JSON.stringify(h.schema)) {
-        throw new Error(`header ${h.name}: ${op.operationId} declares another schema than ${first.operationId}; one header name takes one schema`);
+        throw new Error(
+          `header ${h.name}: ${op.operationId} declares another schema than ${first.operationId}; one header name takes one schema`,
+        );
       }
     }
   }

@@ -16,7 +16,9 @@ const createKey = `create-object-results-${run}`;
 const request = { name: `object-results-${run}`, queue_id: queueId, max_pending: 100, max_attempts: 20 };
 
 const created = await client.createSubscription(createKey, request);
-say(`created ${created.subscription.id} revision ${created.subscription.revision} deduplicated=${created.deduplicated}`);
+say(
+  `created ${created.subscription.id} revision ${created.subscription.revision} deduplicated=${created.deduplicated}`,
+);
 expect(!created.deduplicated && created.subscription.revision === "1", "the first create is new, at revision 1");
 
 const current = await client.getSubscription(created.subscription.id);
@@ -24,7 +26,9 @@ say(`read: enabled=${current.enabled} types=${current.types.join(",")} cursor_se
 expect(current.id === created.subscription.id && current.revision === "1", "the read shows the created subscription");
 
 const paused = await client.configureSubscription(current.id, `pause-${run}`, {
-  expected_revision: current.revision, enabled: false, reason: "receiver maintenance",
+  expected_revision: current.revision,
+  enabled: false,
+  reason: "receiver maintenance",
 });
 say(`paused: enabled=${paused.subscription.enabled} revision ${paused.subscription.revision}`);
 expect(!paused.subscription.enabled && paused.subscription.revision === "2", "the pause moves the revision 1 → 2");
@@ -36,14 +40,18 @@ say(`read back: enabled=${beforeResume.enabled} revision ${beforeResume.revision
 expect(!beforeResume.enabled && beforeResume.revision === "2", "the read shows the paused subscription at revision 2");
 
 const resumed = await client.configureSubscription(current.id, `resume-${run}`, {
-  expected_revision: beforeResume.revision, enabled: true, reason: "maintenance over",
+  expected_revision: beforeResume.revision,
+  enabled: true,
+  reason: "maintenance over",
 });
 say(`resumed: enabled=${resumed.subscription.enabled} revision ${resumed.subscription.revision}`);
 expect(resumed.subscription.enabled && resumed.subscription.revision === "3", "the resume moves the revision 2 → 3");
 
 // The same key and content again: the ORIGINAL receipt, nothing new is created.
 const replay = await client.createSubscription(createKey, request);
-say(`replayed create: deduplicated=${replay.deduplicated} revision ${replay.subscription.revision} (the original snapshot)`);
+say(
+  `replayed create: deduplicated=${replay.deduplicated} revision ${replay.subscription.revision} (the original snapshot)`,
+);
 expect(
   replay.deduplicated && replay.subscription.id === created.subscription.id && replay.subscription.revision === "1",
   "the replayed create was not deduplicated with the original snapshot",
@@ -58,4 +66,7 @@ try {
   refused = e;
   say(`same key, other content: ${e.status} ${e.code}`);
 }
-expect(refused?.status === 409 && refused.code === "IDEMPOTENCY_CONFLICT", "the same key with other content was not refused with 409 IDEMPOTENCY_CONFLICT");
+expect(
+  refused?.status === 409 && refused.code === "IDEMPOTENCY_CONFLICT",
+  "the same key with other content was not refused with 409 IDEMPOTENCY_CONFLICT",
+);

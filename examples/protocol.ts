@@ -8,7 +8,10 @@ import { produce, say, setup } from "./lib/setup.js";
 
 const { baseUrl, token, queueId, client } = setup("protocol");
 const id = () => randomBytes(16).toString("hex");
-const sub = await client.createSubscription(`protocol-${id()}`, { name: `protocol-${id().slice(0, 8)}`, queue_id: queueId });
+const sub = await client.createSubscription(`protocol-${id()}`, {
+  name: `protocol-${id().slice(0, 8)}`,
+  queue_id: queueId,
+});
 await produce(client, queueId, 1, "protocol");
 
 // Every wait ends: with the frame it waits for, or — an unexpected answer — with an error
@@ -46,14 +49,17 @@ function open(): Promise<{ ws: WebSocket; next: (type: string) => Promise<any> }
       return fail(new Error("the node sent a frame that is not JSON"));
     }
     say(`<< ${f.type}${f.error ? ` ${f.error.code}` : ""}`);
-    if (f.type === "error") return fail(new Error(`the node answered an error frame: ${f.error?.code} ${f.error?.message}`));
+    if (f.type === "error")
+      return fail(new Error(`the node answered an error frame: ${f.error?.code} ${f.error?.message}`));
     const w = [...waiters].find((x) => x.type === f.type);
     if (w) {
       waiters.delete(w);
       w.resolve(f);
     } else frames.push(f);
   });
-  ws.on("close", (code, reason) => fail(new Error(`the connection closed (${code}${reason.length ? ` ${reason}` : ""})`)));
+  ws.on("close", (code, reason) =>
+    fail(new Error(`the connection closed (${code}${reason.length ? ` ${reason}` : ""})`)),
+  );
   ws.on("error", (e) => fail(e));
   const next = (type: string) =>
     new Promise<any>((resolve, reject) => {
@@ -85,12 +91,25 @@ function open(): Promise<{ ws: WebSocket; next: (type: string) => Promise<any> }
 
 // 1. Connect, hello, receive the delivery.
 const first = await open();
-first.ws.send(JSON.stringify({ protocol_version: "1", type: "events.hello", message_id: id(), body: { subscription_id: sub.subscription.id, capacity: 1 } }));
+first.ws.send(
+  JSON.stringify({
+    protocol_version: "1",
+    type: "events.hello",
+    message_id: id(),
+    body: { subscription_id: sub.subscription.id, capacity: 1 },
+  }),
+);
 const welcome = await first.next("events.welcome");
 say(`session ${welcome.session_id}`);
 const deliver = await first.next("event.deliver");
-const proof = { delivery_id: deliver.body.delivery.id, epoch: deliver.body.delivery.lease_epoch, lease_secret: deliver.body.lease_secret };
-say(`delivery ${proof.delivery_id} epoch ${proof.epoch} for event ${deliver.body.event.id} (${deliver.body.event.type})`);
+const proof = {
+  delivery_id: deliver.body.delivery.id,
+  epoch: deliver.body.delivery.lease_epoch,
+  lease_secret: deliver.body.lease_secret,
+};
+say(
+  `delivery ${proof.delivery_id} epoch ${proof.epoch} for event ${deliver.body.event.id} (${deliver.body.event.type})`,
+);
 
 // 2. A walk through the protocol, not a receiver: it saves nothing, so it must not be
 //    copied as one. A receiver saves the result under event.id durably first and ACKs
@@ -98,18 +117,41 @@ say(`delivery ${proof.delivery_id} epoch ${proof.epoch} for event ${deliver.body
 //    reading the reply: stop reading, give the node a moment to commit, then cut.
 first.ws.removeAllListeners("message"); // the reply will not be read
 (first.ws as unknown as { _socket: { pause(): void } })._socket.pause();
-first.ws.send(JSON.stringify({ protocol_version: "1", type: "event.ack", message_id: id(), session_id: welcome.session_id, body: proof }));
+first.ws.send(
+  JSON.stringify({
+    protocol_version: "1",
+    type: "event.ack",
+    message_id: id(),
+    session_id: welcome.session_id,
+    body: proof,
+  }),
+);
 await new Promise((r) => setTimeout(r, 300));
 first.ws.terminate();
 say("connection dropped before the ACK's reply was read");
 
 // 3. A new connection, a new session, the SAME proof.
 const second = await open();
-second.ws.send(JSON.stringify({ protocol_version: "1", type: "events.hello", message_id: id(), body: { subscription_id: sub.subscription.id, capacity: 1 } }));
+second.ws.send(
+  JSON.stringify({
+    protocol_version: "1",
+    type: "events.hello",
+    message_id: id(),
+    body: { subscription_id: sub.subscription.id, capacity: 1 },
+  }),
+);
 const welcome2 = await second.next("events.welcome");
 say(`new session ${welcome2.session_id}`);
 const ackId = id();
-second.ws.send(JSON.stringify({ protocol_version: "1", type: "event.ack", message_id: ackId, session_id: welcome2.session_id, body: proof }));
+second.ws.send(
+  JSON.stringify({
+    protocol_version: "1",
+    type: "event.ack",
+    message_id: ackId,
+    session_id: welcome2.session_id,
+    body: proof,
+  }),
+);
 const ack = await second.next("ack");
 if (ack.reply_to !== ackId) throw new Error(`the ack answers ${ack.reply_to}, not the re-sent ACK ${ackId}`);
 const detail = await client.getEventDelivery(sub.subscription.id, proof.delivery_id);

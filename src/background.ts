@@ -24,7 +24,12 @@ export interface BackgroundSettings {
   readonly retentionMs: number | undefined;
 }
 
-export function startBackground(pool: Pool, services: NodeServices, log: Logger, settings: BackgroundSettings): Background {
+export function startBackground(
+  pool: Pool,
+  services: NodeServices,
+  log: Logger,
+  settings: BackgroundSettings,
+): Background {
   const { retentionMs } = settings;
   const running = new Set<Promise<void>>();
   const timers: NodeJS.Timeout[] = [];

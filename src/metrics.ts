@@ -26,8 +26,16 @@ export const eventConnections = new Gauge({
   registers: [registry],
 });
 
-export const claimsInFlight = new Gauge({ name: "orbit_claims_in_flight", help: "Claims running on this node.", registers: [registry] });
-export const claimsWaiting = new Gauge({ name: "orbit_claims_waiting", help: "Connections waiting for a claim on this node.", registers: [registry] });
+export const claimsInFlight = new Gauge({
+  name: "orbit_claims_in_flight",
+  help: "Claims running on this node.",
+  registers: [registry],
+});
+export const claimsWaiting = new Gauge({
+  name: "orbit_claims_waiting",
+  help: "Connections waiting for a claim on this node.",
+  registers: [registry],
+});
 /** A subscription's drain is about (deliveries per claim) / (claim duration): these two say which one to look at. */
 export const claimDuration = new Histogram({
   name: "orbit_claim_duration_seconds",

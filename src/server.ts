@@ -56,7 +56,9 @@ export const ENGINE_ANSWER_DEADLINE_MS = 10_000;
 export class ListenError extends Error {
   constructor(host: string, port: number, cause: unknown) {
     const code = (cause as { code?: unknown })?.code;
-    super(`cannot listen on ${host}:${port}: ${code === "EADDRINUSE" ? "the address is in use" : String(code ?? cause)}`);
+    super(
+      `cannot listen on ${host}:${port}: ${code === "EADDRINUSE" ? "the address is in use" : String(code ?? cause)}`,
+    );
   }
 }
 

@@ -44,7 +44,11 @@ export async function loadProofs(pool: mysql.Pool, subscriptionId: string): Prom
     "SELECT delivery_id, epoch, lease_secret FROM unconfirmed_proofs WHERE subscription_id = ?",
     [subscriptionId],
   );
-  return rows.map((r) => ({ delivery_id: r.delivery_id as string, epoch: r.epoch as string, lease_secret: r.lease_secret as string }));
+  return rows.map((r) => ({
+    delivery_id: r.delivery_id as string,
+    epoch: r.epoch as string,
+    lease_secret: r.lease_secret as string,
+  }));
 }
 
 /**
@@ -81,7 +85,9 @@ export async function applyOnce(pool: mysql.Pool, event: ResultEvent): Promise<b
     );
     const fresh = r.affectedRows === 1;
     if (fresh) {
-      await conn.query("INSERT INTO outcome_totals (state, n) VALUES (?, 1) ON DUPLICATE KEY UPDATE n = n + 1", [event.snapshot.state]);
+      await conn.query("INSERT INTO outcome_totals (state, n) VALUES (?, 1) ON DUPLICATE KEY UPDATE n = n + 1", [
+        event.snapshot.state,
+      ]);
     }
     await conn.commit();
     return fresh;
@@ -126,7 +132,9 @@ async function consume(pool: mysql.Pool, baseUrl: string, token: string, subscri
     onError: (e) => process.stderr.write(`inbox consumer: ${e instanceof Error ? e.message : String(e)}\n`),
     handler: async (event) => {
       const fresh = await applyOnce(pool, event);
-      process.stdout.write(`${fresh ? "applied" : "duplicate, skipped"} ${event.id} #${event.sequence} ${event.type}\n`);
+      process.stdout.write(
+        `${fresh ? "applied" : "duplicate, skipped"} ${event.id} #${event.sequence} ${event.type}\n`,
+      );
     },
   }).start();
   // At a stop the proofs are saved before the connection closes (protocol §7: save the

@@ -18,7 +18,13 @@ const inbox = await openInbox(inboxUrl);
 const consumerJs = path.join(path.dirname(fileURLToPath(import.meta.url)), "consumer.js");
 const start = (): ChildProcess =>
   spawn(process.execPath, [consumerJs], {
-    env: { ...process.env, ORBIT_URL: baseUrl, ORBIT_TOKEN: token, SUBSCRIPTION_ID: sub.subscription.id, INBOX_DATABASE_URL: inboxUrl },
+    env: {
+      ...process.env,
+      ORBIT_URL: baseUrl,
+      ORBIT_TOKEN: token,
+      SUBSCRIPTION_ID: sub.subscription.id,
+      INBOX_DATABASE_URL: inboxUrl,
+    },
     stdio: ["ignore", "inherit", "inherit"],
   });
 const count = async () => Number(((await inbox.query("SELECT COUNT(*) AS n FROM inbox"))[0] as { n: number }[])[0]!.n);
@@ -48,7 +54,8 @@ const inboxReaches = (n: number, consumer: ChildProcess) => reaches(n, count, "e
  * out, the inbox skips it, and only then is it ACKED. Stopping the consumer as soon as the
  * inbox is full would leave that one un-ACKed.
  */
-const ackedCount = async () => (await client.listEventDeliveries(sub.subscription.id, { state: "ACKED", limit: 100 })).items.length;
+const ackedCount = async () =>
+  (await client.listEventDeliveries(sub.subscription.id, { state: "ACKED", limit: 100 })).items.length;
 const ackedReaches = (n: number, consumer: ChildProcess) => reaches(n, ackedCount, "deliveries ACKED", consumer);
 
 /** Stops a consumer that still runs; one that already exited has nothing to wait for. */

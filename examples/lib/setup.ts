@@ -22,9 +22,24 @@ export function setup(example: string): ExampleSetup {
   let queueId = process.env.ORBIT_QUEUE_ID;
   if (!token || !queueId) {
     const out = JSON.parse(
-      execFileSync(process.execPath, [ORBIT_BIN, "bootstrap", "--namespace", "examples", "--application", example, "--queue", example, "--event-access", "--json"], {
-        encoding: "utf8",
-      }),
+      execFileSync(
+        process.execPath,
+        [
+          ORBIT_BIN,
+          "bootstrap",
+          "--namespace",
+          "examples",
+          "--application",
+          example,
+          "--queue",
+          example,
+          "--event-access",
+          "--json",
+        ],
+        {
+          encoding: "utf8",
+        },
+      ),
     ) as { token: string; queues: { id: string }[] };
     token = out.token;
     queueId = out.queues[0]!.id;
@@ -38,7 +53,10 @@ export async function produce(client: OrbitClient, queueId: string, n: number, p
     await client.submitTask(`${prefix}-${Date.now()}-${i}-${Math.random()}`, { queue_id: queueId, input: { n: i } });
     const claimed = await client.claimTask({ queue_id: queueId, wait_ms: 1000 });
     if (!claimed) throw new Error("no task to claim");
-    await client.completeAttempt(claimed.attempt_id, { outcome: i % 7 === 3 ? "failed" : "succeeded", result: { n: i } });
+    await client.completeAttempt(claimed.attempt_id, {
+      outcome: i % 7 === 3 ? "failed" : "succeeded",
+      result: { n: i },
+    });
   }
 }
 

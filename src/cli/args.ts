@@ -7,7 +7,11 @@ export class UsageError extends Error {}
 export type ArgValues = Readonly<Record<string, string | boolean | string[] | undefined>>;
 
 /** Parses argv; prints the help and returns undefined for --help. */
-export function parse(argv: string[], options: NonNullable<ParseArgsConfig["options"]>, help: string): ArgValues | undefined {
+export function parse(
+  argv: string[],
+  options: NonNullable<ParseArgsConfig["options"]>,
+  help: string,
+): ArgValues | undefined {
   let values: ArgValues;
   try {
     const parsed = parseArgs({
@@ -36,6 +40,7 @@ export function parse(argv: string[], options: NonNullable<ParseArgsConfig["opti
   return values;
 }
 
-export const str = (v: ArgValues, name: string): string | undefined => (typeof v[name] === "string" ? (v[name] as string) : undefined);
+export const str = (v: ArgValues, name: string): string | undefined =>
+  typeof v[name] === "string" ? (v[name] as string) : undefined;
 export const list = (v: ArgValues, name: string): string[] => (Array.isArray(v[name]) ? (v[name] as string[]) : []);
 export const flag = (v: ArgValues, name: string): boolean => v[name] === true;

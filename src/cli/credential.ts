@@ -15,9 +15,11 @@ export async function runCredential(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
-  if (sub !== "revoke" || id === undefined || rest.length > 0) throw new UsageError(`expected "credential revoke ID"\n\n${HELP}`);
+  if (sub !== "revoke" || id === undefined || rest.length > 0)
+    throw new UsageError(`expected "credential revoke ID"\n\n${HELP}`);
   // Checked here, so that the message and the usage are this form's, not revoke --credential's.
   // The argument is not echoed: it may be a token pasted by mistake.
-  if (!/^[0-9a-f]{32}$/.test(id)) throw new UsageError(`ID must be a credential id: 32 lowercase hex characters\n\n${HELP}`);
+  if (!/^[0-9a-f]{32}$/.test(id))
+    throw new UsageError(`ID must be a credential id: 32 lowercase hex characters\n\n${HELP}`);
   return runRevoke(["--credential", id]);
 }

@@ -25,13 +25,15 @@ export async function runEvents(argv: string[]): Promise<number> {
   } catch {
     throw new UsageError("--after must be a canonical decimal sequence");
   }
-  if (!/^[1-9][0-9]{0,4}$/.test(limitText) || Number(limitText) > 10000) throw new UsageError("--limit must be 1-10000");
+  if (!/^[1-9][0-9]{0,4}$/.test(limitText) || Number(limitText) > 10000)
+    throw new UsageError("--limit must be 1-10000");
   const pool = createPool(loadConfig().databaseUrl, 1);
   try {
     const id = await selectNamespaceId(pool, namespace);
     if (!id) throw new UsageError(`no namespace named ${JSON.stringify(namespace.slice(0, 128))}`);
     const { head, retentionBoundary } = await readStream(pool, id);
-    for (const e of await readEvents(pool, id, after, Number(limitText))) process.stdout.write(JSON.stringify(e) + "\n");
+    for (const e of await readEvents(pool, id, after, Number(limitText)))
+      process.stdout.write(JSON.stringify(e) + "\n");
     process.stderr.write(`head ${head}, retained after ${retentionBoundary}\n`);
     return 0;
   } finally {

@@ -20,17 +20,23 @@ exits 2 at once.
 `;
 
 export async function runListen(argv: string[]): Promise<number> {
-  const v = parse(argv, { subscription: { type: "string" }, capacity: { type: "string" }, "no-ack": { type: "boolean" } }, HELP);
+  const v = parse(
+    argv,
+    { subscription: { type: "string" }, capacity: { type: "string" }, "no-ack": { type: "boolean" } },
+    HELP,
+  );
   if (!v) return 0;
   const subscriptionId = str(v, "subscription");
-  if (!subscriptionId || !/^[0-9a-f]{32}$/.test(subscriptionId)) throw new UsageError(`--subscription must be a 32-hex id\n\n${HELP}`);
+  if (!subscriptionId || !/^[0-9a-f]{32}$/.test(subscriptionId))
+    throw new UsageError(`--subscription must be a 32-hex id\n\n${HELP}`);
   const capacityText = str(v, "capacity") ?? "8";
   if (!/^[1-9][0-9]?$/.test(capacityText) || Number(capacityText) > 32) throw new UsageError("--capacity must be 1-32");
   const token = process.env.ORBIT_TOKEN;
   if (!token) throw new UsageError("set ORBIT_TOKEN to a token with events:consume");
   // A token travels in a header: anything but visible ASCII could never be sent. Neither
   // it nor the URL can get better by retrying, which the consumer would do for ever.
-  if (!/^[\x21-\x7e]+$/.test(token)) throw new UsageError("ORBIT_TOKEN must be printable ASCII without spaces, as tokens are");
+  if (!/^[\x21-\x7e]+$/.test(token))
+    throw new UsageError("ORBIT_TOKEN must be printable ASCII without spaces, as tokens are");
   const config = loadConfig();
   const baseUrl = process.env.ORBIT_URL || `http://${config.host}:${config.port}`;
   if (!isBaseUrl(baseUrl)) {
@@ -46,8 +52,12 @@ export async function runListen(argv: string[]): Promise<number> {
     handler: async (event, delivery) => {
       // Printed before the ACK: stdout is this consumer's durable store, so a line that
       // could not be written fails the handler and is not ACKed.
-      await new Promise<void>((resolve, reject) => process.stdout.write(JSON.stringify(event) + "\n", (e) => (e ? reject(e) : resolve())));
-      process.stderr.write(`#${event.sequence} ${event.type} task ${event.aggregate_id} (delivery ${delivery.id}, attempt ${delivery.attempts})\n`);
+      await new Promise<void>((resolve, reject) =>
+        process.stdout.write(JSON.stringify(event) + "\n", (e) => (e ? reject(e) : resolve())),
+      );
+      process.stderr.write(
+        `#${event.sequence} ${event.type} task ${event.aggregate_id} (delivery ${delivery.id}, attempt ${delivery.attempts})\n`,
+      );
     },
   }).start();
   const onSignal = () => void consumer.stop({ deadlineMs: 5000 });
@@ -77,5 +87,13 @@ function isBaseUrl(text: string): boolean {
   } catch {
     return false;
   }
-  return (u.protocol === "http:" || u.protocol === "https:") && !u.username && !u.password && !u.search && !u.hash && !text.includes("?") && !text.includes("#");
+  return (
+    (u.protocol === "http:" || u.protocol === "https:") &&
+    !u.username &&
+    !u.password &&
+    !u.search &&
+    !u.hash &&
+    !text.includes("?") &&
+    !text.includes("#")
+  );
 }

@@ -32,7 +32,9 @@ export async function runPurge(argv: string[]): Promise<number> {
     if (!id) throw new UsageError(`no namespace named ${JSON.stringify(namespace.slice(0, 128))}`);
     try {
       const out = await purge(pool, id, before);
-      process.stdout.write(`purged ${out.deleted} events; the retained log of ${namespace} starts after ${out.boundary}\n`);
+      process.stdout.write(
+        `purged ${out.deleted} events; the retained log of ${namespace} starts after ${out.boundary}\n`,
+      );
     } catch (e) {
       if (e instanceof PurgeError) throw new UsageError(e.message);
       throw e;

@@ -13,7 +13,8 @@ export async function runRevoke(argv: string[]): Promise<number> {
   const v = parse(argv, { credential: { type: "string" } }, HELP);
   if (!v) return 0;
   const credential = str(v, "credential");
-  if (!credential || !/^[0-9a-f]{32}$/.test(credential)) throw new UsageError(`--credential must be a 32-hex id\n\n${HELP}`);
+  if (!credential || !/^[0-9a-f]{32}$/.test(credential))
+    throw new UsageError(`--credential must be a 32-hex id\n\n${HELP}`);
   const pool = createPool(loadConfig().databaseUrl, 1);
   try {
     const done = await revokeCredential(pool, credential);

@@ -82,7 +82,8 @@ export async function migrate(databaseUrl: string, migrations?: Migration[]): Pr
   const conn = await mysql.createConnection({ uri: databaseUrl, timezone: "Z", multipleStatements: false });
   try {
     const [lock] = await conn.query<RowDataPacket[]>("SELECT GET_LOCK(?, ?) AS got", [LOCK_NAME, LOCK_TIMEOUT_S]);
-    if (lock[0]?.got !== 1) throw new Error(`could not take the migration lock (another run holds it; waited up to ${LOCK_TIMEOUT_S} s)`);
+    if (lock[0]?.got !== 1)
+      throw new Error(`could not take the migration lock (another run holds it; waited up to ${LOCK_TIMEOUT_S} s)`);
     try {
       return await applyPending(conn, all);
     } finally {

@@ -51,9 +51,7 @@ export async function ensureDatabase(target: DatabaseTarget): Promise<void> {
   u.pathname = "/";
   const conn = await mysql.createConnection({ ...baseOptions(u.toString()) });
   try {
-    await conn.query(
-      `CREATE DATABASE IF NOT EXISTS \`${target.database}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`,
-    );
+    await conn.query(`CREATE DATABASE IF NOT EXISTS \`${target.database}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`);
   } finally {
     await conn.end();
   }
@@ -84,7 +82,11 @@ export interface SessionMode {
  * trip so that a transaction's opening and deferred writes travel with its other
  * statements (tx.ts: a completion is 2 round trips, not 6).
  */
-const MAIN_SESSION: SessionMode = { isolation: "REPEATABLE READ", implicitTransactions: false, multipleStatements: true };
+const MAIN_SESSION: SessionMode = {
+  isolation: "REPEATABLE READ",
+  implicitTransactions: false,
+  multipleStatements: true,
+};
 
 const sessionModes = new WeakMap<Pool, SessionMode>();
 
@@ -98,7 +100,12 @@ export function sessionMode(pool: Pool): SessionMode | undefined {
  * a claim's round trips are its latency, and one claim in flight per application makes
  * that latency a subscription's throughput.
  */
-export function createPool(url: string, connectionLimit: number, mode: SessionMode = MAIN_SESSION, answerDeadlineMs?: number): Pool {
+export function createPool(
+  url: string,
+  connectionLimit: number,
+  mode: SessionMode = MAIN_SESSION,
+  answerDeadlineMs?: number,
+): Pool {
   const pool = mysql.createPool({
     ...baseOptions(url),
     ...(mode.multipleStatements ? { multipleStatements: true } : {}),
@@ -164,5 +171,8 @@ function watchAnswers(conn: CoreConnection, deadlineMs: number): void {
 }
 
 function stalledConnectionError(deadlineMs: number): Error {
-  return Object.assign(new Error(`no answer from the database within ${deadlineMs} ms`), { code: "PROTOCOL_SEQUENCE_TIMEOUT", fatal: true });
+  return Object.assign(new Error(`no answer from the database within ${deadlineMs} ms`), {
+    code: "PROTOCOL_SEQUENCE_TIMEOUT",
+    fatal: true,
+  });
 }

@@ -15,8 +15,15 @@ const MAX_ATTEMPTS = 5;
 
 /** Errors that mean the database is not reachable right now: the client gets 503. */
 const CONNECTION_ERROR_CODES = new Set([
-  "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "PROTOCOL_CONNECTION_LOST",
-  "ER_CON_COUNT_ERROR", "PROTOCOL_SEQUENCE_TIMEOUT", "ENOTFOUND", "EHOSTUNREACH",
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "PROTOCOL_CONNECTION_LOST",
+  "ER_CON_COUNT_ERROR",
+  "PROTOCOL_SEQUENCE_TIMEOUT",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
 ]);
 
 export function isRetryable(e: unknown): boolean {
@@ -89,7 +96,10 @@ async function send(tx: Tx, statements: readonly Statement[]): Promise<unknown[]
   const p = pipelines.get(tx);
   const all = p ? [...p.queue.splice(0), ...statements] : statements;
   if (p) p.sent = true;
-  const [results] = await (p?.conn ?? tx).query(all.map((st) => st.sql).join(";\n"), all.flatMap((st) => [...st.params]));
+  const [results] = await (p?.conn ?? tx).query(
+    all.map((st) => st.sql).join(";\n"),
+    all.flatMap((st) => [...st.params]),
+  );
   return (all.length === 1 ? [results] : (results as unknown[])).slice(all.length - statements.length);
 }
 
@@ -170,7 +180,8 @@ export async function withTransaction<T>(
       const mode = sessionMode(pool);
       const opening: Statement[] = [];
       // Applies to the next transaction only; the pool's own level stays.
-      if (isolation && mode?.isolation !== isolation) opening.push({ sql: `SET TRANSACTION ISOLATION LEVEL ${isolation}`, params: [] });
+      if (isolation && mode?.isolation !== isolation)
+        opening.push({ sql: `SET TRANSACTION ISOLATION LEVEL ${isolation}`, params: [] });
       if (!mode?.implicitTransactions) opening.push({ sql: "START TRANSACTION", params: [] });
       if (mode?.multipleStatements) tx = pipelined(conn, opening);
       else {
@@ -196,7 +207,11 @@ export async function withTransaction<T>(
         const p = tx && pipelines.get(tx);
         // A failed ROLLBACK means the connection is broken: drop it rather than reuse it.
         if (p && !p.sent) conn.release();
-        else await conn.rollback().then(() => conn!.release(), () => conn!.destroy());
+        else
+          await conn.rollback().then(
+            () => conn!.release(),
+            () => conn!.destroy(),
+          );
       }
       if (isRetryable(e) && attempt < MAX_ATTEMPTS && !signal?.aborted) {
         databaseRetries.inc({ kind: RETRYABLE_SQL_ERRORS[(e as { errno: number }).errno]! });

@@ -94,7 +94,8 @@ export class AttemptBatches {
       );
     } catch (e) {
       if (!(e instanceof MemberTimedOut)) this.mayHaveCommitted(batch);
-      if (batch.length === 1) return batch[0]!.reject(e instanceof MemberTimedOut ? unavailable() : translateDbError(e));
+      if (batch.length === 1)
+        return batch[0]!.reject(e instanceof MemberTimedOut ? unavailable() : translateDbError(e));
       // Rolled back: each call runs again alone, with its own deadline and retries. A
       // batch saves work; it never changes an answer.
       await Promise.all(batch.map((w) => this.alone(w)));
@@ -109,7 +110,12 @@ export class AttemptBatches {
       const deadline = () => {
         if (w.signal.aborted) throw unavailable();
       };
-      const [outcome] = await withTransaction(this.pool, (tx) => endAttemptCalls(tx, [w.input], deadline), w.signal, ISOLATION);
+      const [outcome] = await withTransaction(
+        this.pool,
+        (tx) => endAttemptCalls(tx, [w.input], deadline),
+        w.signal,
+        ISOLATION,
+      );
       this.settle([w], [outcome!]);
     } catch (e) {
       this.mayHaveCommitted([w]);

@@ -3,7 +3,13 @@
 // The token is returned once and never stored.
 import type { Pool } from "../db/types.js";
 import { withTransaction } from "../db/tx.js";
-import { ensureStream, insertCredential, upsertApplication, upsertNamespace, upsertQueue } from "../db/queries/identity.js";
+import {
+  ensureStream,
+  insertCredential,
+  upsertApplication,
+  upsertNamespace,
+  upsertQueue,
+} from "../db/queries/identity.js";
 import { EVENT_ACTIONS, TASK_ACTIONS, issueToken, newId, type Action } from "./identity.js";
 
 /** The name rule of docs/protocol.md §2, used for every operator-chosen name. */
@@ -31,7 +37,8 @@ export function validateBootstrapInput(input: BootstrapInput): string | undefine
     ["application", input.application],
     ...input.queues.map((q) => ["queue", q] as const),
   ] as const) {
-    if (!NAME_RE.test(name)) return `${what} name ${JSON.stringify(name.slice(0, 140))} must be 1-128 of A-Z a-z 0-9 . _ - starting with a letter or digit`;
+    if (!NAME_RE.test(name))
+      return `${what} name ${JSON.stringify(name.slice(0, 140))} must be 1-128 of A-Z a-z 0-9 . _ - starting with a letter or digit`;
   }
   if (input.queues.length === 0) return "at least one --queue is required";
   if (new Set(input.queues).size !== input.queues.length) return "a --queue is named twice";

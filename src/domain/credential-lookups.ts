@@ -63,7 +63,10 @@ export class CredentialLookups {
       const batch = [...this.waiting.entries()].slice(0, MAX_IDS);
       for (const [id] of batch) this.waiting.delete(id);
       this.inFlight++;
-      selectCredentialsWithQueues(this.pool, batch.map(([id]) => id))
+      selectCredentialsWithQueues(
+        this.pool,
+        batch.map(([id]) => id),
+      )
         .then(
           (found) => {
             this.remember(found.values());

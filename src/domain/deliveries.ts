@@ -2,7 +2,13 @@
 // delivery id is resolved only under its own subscription.
 import type { components } from "../../generated/http/openapi-types.js";
 import type { Pool, Tx } from "../db/types.js";
-import { retryDelivery, selectDelivery, selectDeliveryPage, type DeliveryRow, type DeliveryState } from "../db/queries/deliveries.js";
+import {
+  retryDelivery,
+  selectDelivery,
+  selectDeliveryPage,
+  type DeliveryRow,
+  type DeliveryState,
+} from "../db/queries/deliveries.js";
 import { selectEventById } from "../db/queries/result-log.js";
 import type { SubscriptionRow } from "../db/queries/subscriptions.js";
 import { insertAudit } from "../db/queries/audit.js";
@@ -47,7 +53,12 @@ export async function listDeliveries(
   s: SubscriptionRow,
   q: { state?: DeliveryState; limit?: number; cursor?: string },
 ): Promise<{ items: DeliveryWire[]; next_cursor?: string }> {
-  const binding: Binding = { list: `deliveries:${s.id}`, credentialId: caller.credentialId, namespaceId: caller.namespaceId, filter: q.state ?? "" };
+  const binding: Binding = {
+    list: `deliveries:${s.id}`,
+    credentialId: caller.credentialId,
+    namespaceId: caller.namespaceId,
+    filter: q.state ?? "",
+  };
   const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor, binding);
   const limit = q.limit ?? DEFAULT_PAGE_LIMIT;
   return page(await selectDeliveryPage(pool, s.id, q.state, after, limit + 1), limit, binding, toWireDelivery);
@@ -74,7 +85,12 @@ export async function getDelivery(
  * caller's subscription, and the delivery under it. The write checks both again in its
  * transaction.
  */
-export async function deliveryInScope(pool: Pool, caller: Caller, subscriptionId: string, deliveryId: string): Promise<void> {
+export async function deliveryInScope(
+  pool: Pool,
+  caller: Caller,
+  subscriptionId: string,
+  deliveryId: string,
+): Promise<void> {
   const s = await getSubscription(pool, caller, subscriptionId);
   if (!(await selectDelivery(pool, s.id, deliveryId))) throw notFound();
 }
@@ -96,13 +112,15 @@ export async function retry(tx: Tx, caller: Caller, r: RetryInput): Promise<Rece
     const s = await getSubscription(tx, caller, r.subscriptionId);
     const d = await selectDelivery(tx, s.id, r.deliveryId, true);
     if (!d) throw notFound();
-    if (d.revision !== r.expectedRevision) throw stateConflict(`expected_revision is ${r.expectedRevision}, the delivery is at ${d.revision}`);
+    if (d.revision !== r.expectedRevision)
+      throw stateConflict(`expected_revision is ${r.expectedRevision}, the delivery is at ${d.revision}`);
     if (d.state !== "EXPIRED") throw stateConflict(`only an EXPIRED delivery can be retried; this one is ${d.state}`);
     if (d.attempt_budget + r.additionalAttempts > MAX_ATTEMPT_BUDGET) {
       throw stateConflict(`the cumulative attempt budget may not exceed ${MAX_ATTEMPT_BUDGET}`);
     }
     const now = nowMs();
-    if (!(await retryDelivery(tx, d.id, d.revision, r.additionalAttempts, now))) throw new Error("delivery changed under its lock");
+    if (!(await retryDelivery(tx, d.id, d.revision, r.additionalAttempts, now)))
+      throw new Error("delivery changed under its lock");
     const after = (await selectDelivery(tx, s.id, d.id))!;
     await insertAudit(tx, {
       id: newId(),

@@ -21,7 +21,14 @@ export interface AckProof {
 }
 
 export type AckOutcome =
-  | { readonly ok: true; readonly deliveryId: string; readonly eventId: string; readonly epoch: string; readonly acknowledgedAt: string; readonly deduplicated: boolean }
+  | {
+      readonly ok: true;
+      readonly deliveryId: string;
+      readonly eventId: string;
+      readonly epoch: string;
+      readonly acknowledgedAt: string;
+      readonly deduplicated: boolean;
+    }
   | { readonly ok: false; readonly deliveryId: string; readonly code: "DELIVERY_LEASE_LOST" };
 
 /**
@@ -43,7 +50,12 @@ export async function ack(
   const out = await withTransaction(
     pool,
     async (tx) => {
-      const found = await selectProofs(tx, who.subscriptionId, who.credentialId, proofs.map((p) => p.deliveryId));
+      const found = await selectProofs(
+        tx,
+        who.subscriptionId,
+        who.credentialId,
+        proofs.map((p) => p.deliveryId),
+      );
       // Revoked while connected: no ACK of it is taken (the connection closes, docs/protocol.md §7).
       if (found.revoked) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
       const rows = new Map(found.proofs.map((r) => [r.id, r]));
@@ -58,14 +70,35 @@ export async function ack(
           timingSafeEqual(Buffer.from(row.lease_secret_digest), secretDigest(p.secret));
         if (!valid) return { ok: false, deliveryId: p.deliveryId, code: "DELIVERY_LEASE_LOST" };
         if (row.state === "ACKED") {
-          return { ok: true, deliveryId: row.id, eventId: row.event_id, epoch: row.lease_epoch, acknowledgedAt: formatTimestamp(row.acknowledged_at!), deduplicated: true };
+          return {
+            ok: true,
+            deliveryId: row.id,
+            eventId: row.event_id,
+            epoch: row.lease_epoch,
+            acknowledgedAt: formatTimestamp(row.acknowledged_at!),
+            deduplicated: true,
+          };
         }
         // The same proof twice in one batch: the second is a replay of the first.
         if (fresh.includes(row.id)) {
-          return { ok: true, deliveryId: row.id, eventId: row.event_id, epoch: row.lease_epoch, acknowledgedAt: formatTimestamp(now), deduplicated: true };
+          return {
+            ok: true,
+            deliveryId: row.id,
+            eventId: row.event_id,
+            epoch: row.lease_epoch,
+            acknowledgedAt: formatTimestamp(now),
+            deduplicated: true,
+          };
         }
         fresh.push(row.id);
-        return { ok: true, deliveryId: row.id, eventId: row.event_id, epoch: row.lease_epoch, acknowledgedAt: formatTimestamp(now), deduplicated: false };
+        return {
+          ok: true,
+          deliveryId: row.id,
+          eventId: row.event_id,
+          epoch: row.lease_epoch,
+          acknowledgedAt: formatTimestamp(now),
+          deduplicated: false,
+        };
       });
       if (fresh.length > 0) {
         acked = fresh.length;

@@ -30,7 +30,13 @@ import type { Pool, Tx } from "../db/types.js";
 import type { SessionMode } from "../db/pool.js";
 import { commitWith, queryAll, withTransaction } from "../db/tx.js";
 import {
-  anyLeased, claimableStatement, leaseStatement, materialiseStatements, recoveryStatements, selectLeasedTo, toClaimable,
+  anyLeased,
+  claimableStatement,
+  leaseStatement,
+  materialiseStatements,
+  recoveryStatements,
+  selectLeasedTo,
+  toClaimable,
   type ClaimableRow,
 } from "../db/queries/deliveries.js";
 import { claimStateStatement, resetClaimState, toClaimState, type ClaimStateRow } from "../db/queries/subscriptions.js";
@@ -78,7 +84,11 @@ function hint(subscriptionId: string, nothing: boolean): void {
  * trips, its latency a subscription's throughput (one claim in flight per application),
  * an ACK batch 2. Only claims and ACKs run there.
  */
-export const ENGINE_SESSION: SessionMode = { isolation: "READ COMMITTED", implicitTransactions: true, multipleStatements: true };
+export const ENGINE_SESSION: SessionMode = {
+  isolation: "READ COMMITTED",
+  implicitTransactions: true,
+  multipleStatements: true,
+};
 
 export function secretDigest(secret: Buffer): Buffer {
   return createHash("sha256").update(secret).digest();
@@ -134,13 +144,18 @@ export interface ClaimOutcome {
  */
 function historyGap(s: ClaimStateRow): OrbitError | undefined {
   if (BigInt(s.cursor_sequence) >= BigInt(s.retention_boundary)) return undefined;
-  return new OrbitError("EVENT_HISTORY_EXPIRED", `events after ${s.cursor_sequence} up to ${s.retention_boundary} were purged before delivery`);
+  return new OrbitError(
+    "EVENT_HISTORY_EXPIRED",
+    `events after ${s.cursor_sequence} up to ${s.retention_boundary} were purged before delivery`,
+  );
 }
 
 /** "session:count,…" from the claim state query → count per session. */
 function parseHeld(held: string | null): Map<string, number> {
   if (!held) return new Map();
-  return new Map(held.split(",").map((pair) => [pair.slice(0, pair.indexOf(":")), Number(pair.slice(pair.indexOf(":") + 1))]));
+  return new Map(
+    held.split(",").map((pair) => [pair.slice(0, pair.indexOf(":")), Number(pair.slice(pair.indexOf(":") + 1))]),
+  );
 }
 
 /**
@@ -151,7 +166,11 @@ function parseHeld(held: string | null): Map<string, number> {
  * every delivery of a drain, where a copy of the row and the general form show in the
  * node's CPU.
  */
-export function leasedDelivery(subscriptionId: string, row: Omit<ClaimableRow, "ev">, leaseUntil: string): DeliveryWire {
+export function leasedDelivery(
+  subscriptionId: string,
+  row: Omit<ClaimableRow, "ev">,
+  leaseUntil: string,
+): DeliveryWire {
   return {
     id: row.id,
     subscription_id: subscriptionId,
@@ -172,7 +191,10 @@ export function leasedDelivery(subscriptionId: string, row: Omit<ClaimableRow, "
 function shares(seats: readonly ClaimSeat[], held: ReadonlyMap<string, number>, available: number): number[] {
   let left = available;
   return seats.map((seat) => {
-    const room = Math.max(0, Math.min(seat.capacity - (held.get(seat.sessionId) ?? 0), seat.maxLeases ?? seat.capacity));
+    const room = Math.max(
+      0,
+      Math.min(seat.capacity - (held.get(seat.sessionId) ?? 0), seat.maxLeases ?? seat.capacity),
+    );
     const n = Math.min(room, left);
     left -= n;
     return n;
@@ -212,7 +234,10 @@ async function claimIn(tx: Tx, r: ClaimRequest, counted: Counted): Promise<Claim
   const first = await lockAndRead(tx, r, now, sessionIds, deferred);
   const s = first.state;
   const held = parseHeld(s.held);
-  const idle = (): ClaimOutcome => ({ paused: !s.enabled, seats: sessionIds.map((id) => ({ leases: [], held: held.get(id) ?? 0 })) });
+  const idle = (): ClaimOutcome => ({
+    paused: !s.enabled,
+    seats: sessionIds.map((id) => ({ leases: [], held: held.get(id) ?? 0 })),
+  });
   // Paused: nothing was materialised (the first round trip's statements check it) and
   // nothing is claimed, so a purged history is not this claim's to report — a paused
   // subscription keeps its connections (docs/protocol.md §3, §7); the first claim after
@@ -279,7 +304,14 @@ async function lockAndRead(
  * recovery — recovered leases are PENDING again with their old, lower sequences, so they
  * go first. Then the claimable rows again.
  */
-async function catchUp(tx: Tx, s: ClaimStateRow, now: Date, materialise: boolean, wanted: number, counted: Counted): Promise<ClaimableRow[]> {
+async function catchUp(
+  tx: Tx,
+  s: ClaimStateRow,
+  now: Date,
+  materialise: boolean,
+  wanted: number,
+  counted: Counted,
+): Promise<ClaimableRow[]> {
   const more = await queryAll(tx, [
     ...(materialise ? materialiseStatements(s.id, now) : []),
     ...(s.lease_expired ? recoveryStatements(s.id, now) : []),
@@ -300,7 +332,11 @@ interface Assigned {
  * The rows to lease, each with its seat and a new secret: oldest first to the first seat
  * (the scheduler's order is arrival order), each seat up to its share.
  */
-function assignLeases(seats: readonly ClaimSeat[], held: ReadonlyMap<string, number>, rows: readonly ClaimableRow[]): Assigned[] {
+function assignLeases(
+  seats: readonly ClaimSeat[],
+  held: ReadonlyMap<string, number>,
+  rows: readonly ClaimableRow[],
+): Assigned[] {
   let next = 0;
   // One call for every secret of the claim: randomBytes per lease would cost a call each.
   const random = randomBytes(LEASE_SECRET_BYTES * rows.length);
@@ -324,19 +360,34 @@ async function commitLeases(
   leaseUntil: Date,
   sessionIds: readonly string[],
 ): Promise<{ readonly sessionId: string; readonly lease: Lease }[]> {
-  const committing = commitWith(tx, leaseStatement(leases.map((l) => ({ id: l.row.id, sessionId: l.sessionId, digest: secretDigest(l.secret) })), leaseUntil));
+  const committing = commitWith(
+    tx,
+    leaseStatement(
+      leases.map((l) => ({ id: l.row.id, sessionId: l.sessionId, digest: secretDigest(l.secret) })),
+      leaseUntil,
+    ),
+  );
   committing.catch(() => undefined); // awaited below; this only keeps a throw in between from leaving it unhandled
   // Built while MariaDB runs the lease and its COMMIT, off the claim's serial path; none
   // leaves this function before the COMMIT's answer, and only what it leased is sent.
   const leaseUntilText = formatTimestamp(leaseUntil);
   const built = leases.map((l) => ({
     sessionId: l.sessionId,
-    lease: { delivery: leasedDelivery(subscriptionId, l.row, leaseUntilText), eventJson: toWireEventJson(l.row.ev), leaseSecret: encodeBase64url(l.secret) },
+    lease: {
+      delivery: leasedDelivery(subscriptionId, l.row, leaseUntilText),
+      eventJson: toWireEventJson(l.row.ev),
+      leaseSecret: encodeBase64url(l.secret),
+    },
   }));
   const res = (await committing) as ResultSetHeader;
   if (res.affectedRows === leases.length) return built;
   // A late ACK (the latest proof of a recovered lease) took a row between the read and
   // the lease; the rest is leased and committed. Send only what was leased.
-  const got = await selectLeasedTo(tx, leases.map((l) => l.row.id), sessionIds, leaseUntil);
+  const got = await selectLeasedTo(
+    tx,
+    leases.map((l) => l.row.id),
+    sessionIds,
+    leaseUntil,
+  );
   return built.filter((b) => got.has(b.lease.delivery.id));
 }

@@ -17,8 +17,15 @@ export type { SubscriptionRow };
  * docs/protocol.md §1. The hello and every ping ask (§7: the ping reply re-checks the
  * credential and the scope).
  */
-export async function consumableSubscription(pool: Pool, authorization: string, subscriptionId: string): Promise<SubscriptionRow> {
-  const [caller, sub] = await Promise.all([authenticate(pool, authorization), selectSubscription(pool, subscriptionId)]);
+export async function consumableSubscription(
+  pool: Pool,
+  authorization: string,
+  subscriptionId: string,
+): Promise<SubscriptionRow> {
+  const [caller, sub] = await Promise.all([
+    authenticate(pool, authorization),
+    selectSubscription(pool, subscriptionId),
+  ]);
   requireAction(caller, "events:consume");
   return owned(caller, sub);
 }

@@ -44,4 +44,3 @@ export async function idempotent<D>(
   if (!Buffer.from(row.request_digest).equals(digest)) throw new OrbitError("IDEMPOTENCY_CONFLICT");
   return { status: 200, data: JSON.parse(row.response_data) as D, deduplicated: true };
 }
-

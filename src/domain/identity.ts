@@ -91,7 +91,9 @@ const DUMMY_DIGEST = digestSecret(Buffer.alloc(SECRET_BYTES));
 export async function authenticate(source: Pool | CredentialLookups, header: string | undefined): Promise<Caller> {
   const parsed = tokenOf(header);
   const row =
-    source instanceof CredentialLookups ? await source.find(parsed.credentialId) : await selectCredentialWithQueues(source, parsed.credentialId);
+    source instanceof CredentialLookups
+      ? await source.find(parsed.credentialId)
+      : await selectCredentialWithQueues(source, parsed.credentialId);
   return callerFrom(parsed, row);
 }
 

@@ -38,7 +38,14 @@ export const DEFAULT_PAGE_LIMIT = 20;
 const MAX_POSITION_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 export function encodeCursor(b: Binding, p: Position): string {
-  const body: CursorBody = { l: b.list, c: b.credentialId, n: b.namespaceId, f: b.filter, t: p.createdAt.getTime(), i: p.id };
+  const body: CursorBody = {
+    l: b.list,
+    c: b.credentialId,
+    n: b.namespaceId,
+    f: b.filter,
+    t: p.createdAt.getTime(),
+    i: p.id,
+  };
   return Buffer.from(JSON.stringify(body)).toString("base64url");
 }
 

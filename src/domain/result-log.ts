@@ -20,8 +20,18 @@ import type { Pool, Tx } from "../db/types.js";
 import { queryAll, withTransaction, type Statement } from "../db/tx.js";
 import type { RowDataPacket } from "mysql2/promise";
 import {
-  assignSequences, deleteEventsUpTo, insertEventStatement, lockStreamStatement, raiseBoundary, selectEvents, selectFirstSequenceSince,
-  selectStream, unsequencedStatement, type EventRow, type StreamRow, type WireEventRow,
+  assignSequences,
+  deleteEventsUpTo,
+  insertEventStatement,
+  lockStreamStatement,
+  raiseBoundary,
+  selectEvents,
+  selectFirstSequenceSince,
+  selectStream,
+  unsequencedStatement,
+  type EventRow,
+  type StreamRow,
+  type WireEventRow,
 } from "../db/queries/result-log.js";
 import { advanceCursorsPastPurge, lockNamespaceForPurge } from "../db/queries/subscriptions.js";
 import type { components } from "../../generated/http/openapi-types.js";
@@ -32,7 +42,12 @@ import { newId } from "./identity.js";
 type ResultEvent = components["schemas"]["ResultEvent"];
 
 /** The four result types a subscription delivers, in their normalised (sorted) order. */
-export const RESULT_EVENT_TYPES = ["task.cancelled", "task.failed", "task.needs_review", "task.succeeded"] as const satisfies readonly ResultEvent["type"][];
+export const RESULT_EVENT_TYPES = [
+  "task.cancelled",
+  "task.failed",
+  "task.needs_review",
+  "task.succeeded",
+] as const satisfies readonly ResultEvent["type"][];
 export type ResultEventType = (typeof RESULT_EVENT_TYPES)[number];
 /** Every type in the log: the results, and the safe-retry event no subscription receives. */
 export type EventType = ResultEventType | "task.requeued";
@@ -130,7 +145,10 @@ export async function sequenceBatch(pool: Pool, namespaceId: string): Promise<nu
     pool,
     async (tx) => {
       // Round trip 1 (with the opening): the lock, then — in turn, so after it — the tickets.
-      const [streams, unsequenced] = (await queryAll(tx, [lockStreamStatement(namespaceId), unsequencedStatement(namespaceId, SEQUENCE_BATCH)])) as RowDataPacket[][];
+      const [streams, unsequenced] = (await queryAll(tx, [
+        lockStreamStatement(namespaceId),
+        unsequencedStatement(namespaceId, SEQUENCE_BATCH),
+      ])) as RowDataPacket[][];
       const stream = streams![0] as StreamRow | undefined;
       if (!stream) return 0;
       const tickets = unsequenced!.map((r) => String(r.ticket));
@@ -155,7 +173,12 @@ export async function readStream(db: Pool | Tx, namespaceId: string): Promise<St
 }
 
 /** Reads numbered events after `after`, never past the committed head. */
-export async function readEvents(db: Pool, namespaceId: string, after: string, limit: number): Promise<ResultEventWire<EventType>[]> {
+export async function readEvents(
+  db: Pool,
+  namespaceId: string,
+  after: string,
+  limit: number,
+): Promise<ResultEventWire<EventType>[]> {
   const { head } = await readStream(db, namespaceId);
   const rows = await selectEvents(db, namespaceId, after, head, limit);
   return rows.map(toLogEvent);
@@ -169,7 +192,11 @@ export class PurgeError extends Error {}
  * yet would let the sequencer number it below the boundary). Returns the namespace's
  * boundary afterwards: a `before` below it never lowers it.
  */
-export async function purge(pool: Pool, namespaceId: string, before: bigint): Promise<{ deleted: number; boundary: string }> {
+export async function purge(
+  pool: Pool,
+  namespaceId: string,
+  before: bigint,
+): Promise<{ deleted: number; boundary: string }> {
   if (before < 1n) throw new PurgeError("--before must be at least 1");
   const boundary = (before - 1n).toString();
   let raisedTo = boundary;
@@ -184,7 +211,8 @@ export async function purge(pool: Pool, namespaceId: string, before: bigint): Pr
       await lockNamespaceForPurge(tx, namespaceId);
       const s = await selectStream(tx, namespaceId, true);
       if (!s) throw new PurgeError("no such namespace");
-      if (before - 1n > BigInt(s.head_sequence)) throw new PurgeError(`--before must be at most head + 1 (${BigInt(s.head_sequence) + 1n})`);
+      if (before - 1n > BigInt(s.head_sequence))
+        throw new PurgeError(`--before must be at most head + 1 (${BigInt(s.head_sequence) + 1n})`);
       if (BigInt(boundary) > BigInt(s.retention_boundary)) await advanceCursorsPastPurge(tx, namespaceId, boundary);
       else raisedTo = String(s.retention_boundary);
       await raiseBoundary(tx, namespaceId, boundary);
@@ -203,14 +231,24 @@ export async function purge(pool: Pool, namespaceId: string, before: bigint): Pr
 async function deleteUpToBoundary(pool: Pool, namespaceId: string, boundary: string): Promise<number> {
   let deleted = 0;
   for (;;) {
-    const n = await withTransaction(pool, (tx) => deleteEventsUpTo(tx, namespaceId, boundary, 1000), undefined, "READ COMMITTED");
+    const n = await withTransaction(
+      pool,
+      (tx) => deleteEventsUpTo(tx, namespaceId, boundary, 1000),
+      undefined,
+      "READ COMMITTED",
+    );
     deleted += n;
     if (n < 1000) return deleted;
   }
 }
 
 /** Age-based retention (ORBIT_RETENTION): purges what occurred before now - retentionMs. */
-export async function purgeOlderThan(pool: Pool, namespaceId: string, retentionMs: number, now = new Date()): Promise<number> {
+export async function purgeOlderThan(
+  pool: Pool,
+  namespaceId: string,
+  retentionMs: number,
+  now = new Date(),
+): Promise<number> {
   const cutoff = new Date(now.getTime() - retentionMs);
   const { head, retentionBoundary } = await readStream(pool, namespaceId);
   // Everything numbered before the first event that is still young enough goes. Only the

@@ -62,7 +62,11 @@ export class Sequencer {
       } catch (e) {
         const retryInMs = RETRY_DELAYS_MS[failures];
         // Nothing is lost while events wait unnumbered; retried, a pass numbers what is left.
-        this.log.log("warn", "sequencer failed", { namespace_id: namespaceId, ...describeError(e), ...(retryInMs !== undefined ? { retry_in_ms: retryInMs } : {}) });
+        this.log.log("warn", "sequencer failed", {
+          namespace_id: namespaceId,
+          ...describeError(e),
+          ...(retryInMs !== undefined ? { retry_in_ms: retryInMs } : {}),
+        });
         if (retryInMs === undefined) return;
         await new Promise((r) => setTimeout(r, retryInMs));
       }

@@ -4,7 +4,12 @@
 import type { components } from "../../generated/http/openapi-types.js";
 import type { Pool, Tx } from "../db/types.js";
 import {
-  insertSubscription, lockNamespaceAndCount, nameTaken, selectSubscription, selectSubscriptionPage, updateEnabled,
+  insertSubscription,
+  lockNamespaceAndCount,
+  nameTaken,
+  selectSubscription,
+  selectSubscriptionPage,
+  updateEnabled,
   type SubscriptionRow,
 } from "../db/queries/subscriptions.js";
 import { insertAudit } from "../db/queries/audit.js";
@@ -44,12 +49,21 @@ export function toWireSubscription(s: SubscriptionRow): SubscriptionWire {
 
 /** The caller's own subscription in its scope, or NOT_FOUND. */
 export function owned(caller: Caller, s: SubscriptionRow | undefined): SubscriptionRow {
-  const mine = s && s.namespace_id === caller.namespaceId && s.credential_id === caller.credentialId && caller.queues.has(s.queue_id);
+  const mine =
+    s &&
+    s.namespace_id === caller.namespaceId &&
+    s.credential_id === caller.credentialId &&
+    caller.queues.has(s.queue_id);
   if (!mine) throw notFound();
   return s;
 }
 
-export async function getSubscription(db: Pool | Tx, caller: Caller, id: string, lock = false): Promise<SubscriptionRow> {
+export async function getSubscription(
+  db: Pool | Tx,
+  caller: Caller,
+  id: string,
+  lock = false,
+): Promise<SubscriptionRow> {
   return owned(caller, await selectSubscription(db, id, lock));
 }
 
@@ -77,12 +91,18 @@ export function normaliseTypes(types: readonly string[] | undefined): string[] {
 export function startingCursor(from: string | null | undefined, head: string, boundary: string): string {
   if (from === undefined || from === null) return head;
   if (from === "0") return boundary;
-  if (BigInt(from) > BigInt(head)) throw invalidArgument(`from_sequence ${from} is above the committed stream head ${head}`);
-  if (BigInt(from) < BigInt(boundary)) throw new OrbitError("EVENT_HISTORY_EXPIRED", `history up to ${boundary} was purged`);
+  if (BigInt(from) > BigInt(head))
+    throw invalidArgument(`from_sequence ${from} is above the committed stream head ${head}`);
+  if (BigInt(from) < BigInt(boundary))
+    throw new OrbitError("EVENT_HISTORY_EXPIRED", `history up to ${boundary} was purged`);
   return from;
 }
 
-export async function createSubscription(tx: Tx, caller: Caller, c: CreateInput): Promise<Receipt<{ subscription: SubscriptionWire }>> {
+export async function createSubscription(
+  tx: Tx,
+  caller: Caller,
+  c: CreateInput,
+): Promise<Receipt<{ subscription: SubscriptionWire }>> {
   if (!caller.queues.has(c.queueId)) throw notFound();
   const ref = { credentialId: caller.credentialId, operation: "subscriptions.create", key: c.key };
   return idempotent(tx, { ref, content: c.canonicalBody }, async () => {
@@ -93,7 +113,8 @@ export async function createSubscription(tx: Tx, caller: Caller, c: CreateInput)
     const { head, retentionBoundary } = await readStream(tx, caller.namespaceId);
     const cursor = startingCursor(c.fromSequence, head, retentionBoundary);
     if (count >= MAX_SUBSCRIPTIONS_PER_NAMESPACE) throw new OrbitError("SUBSCRIPTION_LIMIT");
-    if (await nameTaken(tx, caller.namespaceId, c.name)) throw stateConflict(`a subscription named "${c.name}" exists in the namespace`);
+    if (await nameTaken(tx, caller.namespaceId, c.name))
+      throw stateConflict(`a subscription named "${c.name}" exists in the namespace`);
     const id = newId();
     const now = nowMs();
     await insertSubscription(tx, {
@@ -119,7 +140,12 @@ export async function listSubscriptions(
   q: { queueId: string; limit?: number; cursor?: string },
 ): Promise<{ items: SubscriptionWire[]; next_cursor?: string }> {
   if (!caller.queues.has(q.queueId)) throw notFound();
-  const binding: Binding = { list: `subscriptions:${q.queueId}`, credentialId: caller.credentialId, namespaceId: caller.namespaceId, filter: "" };
+  const binding: Binding = {
+    list: `subscriptions:${q.queueId}`,
+    credentialId: caller.credentialId,
+    namespaceId: caller.namespaceId,
+    filter: "",
+  };
   const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor, binding);
   const limit = q.limit ?? DEFAULT_PAGE_LIMIT;
   const rows = await selectSubscriptionPage(pool, caller.credentialId, q.queueId, after, limit + 1);
@@ -139,16 +165,23 @@ export interface ConfigureInput {
  * Changes only `enabled`. Every accepted command bumps the revision, also with the same
  * boolean, and is audited; a replay returns the original receipt.
  */
-export async function configureSubscription(tx: Tx, caller: Caller, c: ConfigureInput): Promise<Receipt<{ subscription: SubscriptionWire }>> {
+export async function configureSubscription(
+  tx: Tx,
+  caller: Caller,
+  c: ConfigureInput,
+): Promise<Receipt<{ subscription: SubscriptionWire }>> {
   const ref = { credentialId: caller.credentialId, operation: "subscriptions.configure", key: c.key };
   return idempotent(tx, { ref, content: `${c.id}\n${c.canonicalBody}` }, async () => {
     const s = await getSubscription(tx, caller, c.id, true);
-    if (s.revision !== c.expectedRevision) throw stateConflict(`expected_revision is ${c.expectedRevision}, the subscription is at ${s.revision}`);
+    if (s.revision !== c.expectedRevision)
+      throw stateConflict(`expected_revision is ${c.expectedRevision}, the subscription is at ${s.revision}`);
     // The revision is a uint64 on the wire and BIGINT UNSIGNED in the table: at its maximum
     // the bump would overflow (MariaDB error 1690), so the command is refused, not a 500.
-    if (BigInt(s.revision) === UINT64_MAX) throw stateConflict(`the subscription's revision is at its maximum, ${s.revision}; it cannot change again`);
+    if (BigInt(s.revision) === UINT64_MAX)
+      throw stateConflict(`the subscription's revision is at its maximum, ${s.revision}; it cannot change again`);
     const now = nowMs();
-    if (!(await updateEnabled(tx, s.id, s.revision, c.enabled, now))) throw new Error("subscription changed under its lock");
+    if (!(await updateEnabled(tx, s.id, s.revision, c.enabled, now)))
+      throw new Error("subscription changed under its lock");
     const after = (await selectSubscription(tx, s.id))!;
     await insertAudit(tx, {
       id: newId(),

@@ -86,12 +86,19 @@ export interface CancelInput {
 }
 
 /** QUEUED or RUNNING → CANCELLED; effect_uncertain when it was RUNNING. */
-export async function cancelTask(tx: Tx, caller: Caller, c: CancelInput, effects: WriteEffects): Promise<Receipt<TaskReceipt>> {
+export async function cancelTask(
+  tx: Tx,
+  caller: Caller,
+  c: CancelInput,
+  effects: WriteEffects,
+): Promise<Receipt<TaskReceipt>> {
   const ref = { credentialId: caller.credentialId, operation: "tasks.cancel", key: c.key };
   return idempotent(tx, { ref, content: `${c.taskId}\n${c.canonicalBody}` }, async () => {
     const task = inScope(caller, await selectTask(tx, c.taskId, true));
-    if (task.revision !== c.expectedRevision) throw stateConflict(`expected_revision is ${c.expectedRevision}, the task is at ${task.revision}`);
-    if (task.state !== "QUEUED" && task.state !== "RUNNING") throw stateConflict(`a ${task.state} task cannot be cancelled`);
+    if (task.revision !== c.expectedRevision)
+      throw stateConflict(`expected_revision is ${c.expectedRevision}, the task is at ${task.revision}`);
+    if (task.state !== "QUEUED" && task.state !== "RUNNING")
+      throw stateConflict(`a ${task.state} task cannot be cancelled`);
     const wasRunning = task.state === "RUNNING";
     const now = nowMs();
     if (wasRunning && task.current_attempt_id) await endAttempt(tx, task.current_attempt_id, "cancelled", null, now);
@@ -120,12 +127,19 @@ export interface ResolveInput {
 }
 
 /** NEEDS_REVIEW → SUCCEEDED or FAILED: a second, distinct authoritative event. */
-export async function resolveTask(tx: Tx, caller: Caller, r: ResolveInput, effects: WriteEffects): Promise<Receipt<TaskReceipt>> {
+export async function resolveTask(
+  tx: Tx,
+  caller: Caller,
+  r: ResolveInput,
+  effects: WriteEffects,
+): Promise<Receipt<TaskReceipt>> {
   const ref = { credentialId: caller.credentialId, operation: "tasks.resolve", key: r.key };
   return idempotent(tx, { ref, content: `${r.taskId}\n${r.canonicalBody}` }, async () => {
     const task = inScope(caller, await selectTask(tx, r.taskId, true));
-    if (task.revision !== r.expectedRevision) throw stateConflict(`expected_revision is ${r.expectedRevision}, the task is at ${task.revision}`);
-    if (task.state !== "NEEDS_REVIEW") throw stateConflict(`only a NEEDS_REVIEW task can be resolved; this one is ${task.state}`);
+    if (task.revision !== r.expectedRevision)
+      throw stateConflict(`expected_revision is ${r.expectedRevision}, the task is at ${task.revision}`);
+    if (task.state !== "NEEDS_REVIEW")
+      throw stateConflict(`only a NEEDS_REVIEW task can be resolved; this one is ${task.state}`);
     const moved = await moveTask(tx, task, {
       to: r.outcome === "succeeded" ? "SUCCEEDED" : "FAILED",
       reason: r.outcome === "succeeded" ? "REVIEW_SUCCEEDED" : "REVIEW_FAILED",

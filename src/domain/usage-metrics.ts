@@ -28,5 +28,6 @@ export async function refreshDatabaseGauges(pool: Pool, now = nowMs()): Promise<
   materialisationLag.reset();
   for (const r of lag) materialisationLag.set({ subscription_id: r.id as string }, Math.max(0, Number(r.lag)));
   oldestPendingAge.reset();
-  for (const r of pending) oldestPendingAge.set({ subscription_id: r.subscription_id as string }, Math.max(0, Number(r.age)));
+  for (const r of pending)
+    oldestPendingAge.set({ subscription_id: r.subscription_id as string }, Math.max(0, Number(r.age)));
 }

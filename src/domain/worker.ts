@@ -7,11 +7,25 @@ import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../db/types.js";
 import { commitAll, queryAll, withTransaction, type Statement } from "../db/tx.js";
 import {
-  attemptsWithTasksFrom, attemptsWithTasksStatements, endAttempt, endAttemptStatement, expiredStatement, insertAttemptStatement, nextQueuedStatement,
-  selectExpired, selectNextQueued, selectTask,
-  type AttemptWithTask, type TaskRow,
+  attemptsWithTasksFrom,
+  attemptsWithTasksStatements,
+  endAttempt,
+  endAttemptStatement,
+  expiredStatement,
+  insertAttemptStatement,
+  nextQueuedStatement,
+  selectExpired,
+  selectNextQueued,
+  selectTask,
+  type AttemptWithTask,
+  type TaskRow,
 } from "../db/queries/tasks.js";
-import { activeCredentialsStatement, activeIn, credentialRevocationStatement, revokedIn } from "../db/queries/identity.js";
+import {
+  activeCredentialsStatement,
+  activeIn,
+  credentialRevocationStatement,
+  revokedIn,
+} from "../db/queries/identity.js";
 import { OrbitError, notFound, stateConflict, unauthenticated, unavailable } from "../wire/errors.js";
 import { formatTimestamp } from "../wire/time.js";
 import { newId, type Caller } from "./identity.js";
@@ -104,11 +118,17 @@ export async function claimOnce(
       const reads = [expiredStatement(now, EXPIRE_BATCH, queueId), nextQueuedStatement(queueId)];
       if (recheckCredential) reads.unshift(credentialRevocationStatement(caller.credentialId));
       const results = (await queryAll(tx, reads)) as RowDataPacket[][];
-      if (recheckCredential && revokedIn(results.shift()!)) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
+      if (recheckCredential && revokedIn(results.shift()!))
+        throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
       const [expired, next] = results as [RowDataPacket[], (TaskRow & RowDataPacket)[]];
       let task: TaskRow | undefined = next[0];
       if (expired.length > 0) {
-        await expireTasks(tx, expired.map((r) => r.id as string), now, effects);
+        await expireTasks(
+          tx,
+          expired.map((r) => r.id as string),
+          now,
+          effects,
+        );
         task ??= await selectNextQueued(tx, queueId);
       }
       if (!task || task.namespace_id !== caller.namespaceId) return undefined;
@@ -125,7 +145,13 @@ export async function claimOnce(
       // Checked here, as withTransaction checks before its own COMMIT: a claim whose
       // deadline passed or whose client left rolls back.
       if (signal?.aborted) throw unavailable();
-      const insert = insertAttemptStatement({ id: attemptId, taskId: task.id, number: task.attempts + 1, now, leaseUntil });
+      const insert = insertAttemptStatement({
+        id: attemptId,
+        taskId: task.id,
+        number: task.attempts + 1,
+        now,
+        leaseUntil,
+      });
       const written = (await commitAll(tx, [insert, ...moved.writes])) as ResultSetHeader[];
       // The task is locked by this transaction: its guarded UPDATE changes exactly its row.
       if (written.some((r) => r.affectedRows !== 1)) throw new Error(`task ${task.id} changed under its lock`);
@@ -152,8 +178,7 @@ export async function expireDue(pool: Pool): Promise<ExpiryEffects> {
 }
 
 export type AttemptCall =
-  | { kind: "complete"; outcome: "succeeded" | "failed" | "needs_review"; resultText?: string }
-  | { kind: "requeue" };
+  { kind: "complete"; outcome: "succeeded" | "failed" | "needs_review"; resultText?: string } | { kind: "requeue" };
 
 const OUTCOMES = {
   succeeded: { to: "SUCCEEDED", reason: "WORKER_SUCCEEDED" },
@@ -198,7 +223,11 @@ export type AttemptCallOutcome =
  * back instead (a member's deadline passed); after the writes nothing may throw for a
  * retry — the transaction committed with them (tx.ts commitAll).
  */
-export async function endAttemptCalls(tx: Tx, inputs: readonly AttemptCallInput[], beforeCommit: () => void): Promise<AttemptCallOutcome[]> {
+export async function endAttemptCalls(
+  tx: Tx,
+  inputs: readonly AttemptCallInput[],
+  beforeCommit: () => void,
+): Promise<AttemptCallOutcome[]> {
   const credentialIds = [...new Set(inputs.map((i) => i.caller.credentialId))];
   const [credentialRows, ...attemptRows] = (await queryAll(tx, [
     activeCredentialsStatement(credentialIds),
@@ -213,7 +242,8 @@ export async function endAttemptCalls(tx: Tx, inputs: readonly AttemptCallInput[
       const decided = decideAttemptCall(found.get(input.attemptId), input);
       found.set(input.attemptId, decided.after);
       writes.push(...decided.writes);
-      if (decided.expired) return { error: stateConflict("the attempt is stale: its lease ran out"), expired: decided.after.task };
+      if (decided.expired)
+        return { error: stateConflict("the attempt is stale: its lease ran out"), expired: decided.after.task };
       return { task: decided.after.task, appended: decided.appended };
     } catch (e) {
       if (e instanceof OrbitError) return { error: e };
@@ -245,7 +275,8 @@ function decideAttemptCall(found: AttemptWithTask | undefined, input: AttemptCal
   const { call, canonicalBody } = input.request();
   const { attempt, task } = found;
   if (task.state !== "RUNNING" || task.current_attempt_id !== input.attemptId) {
-    if (attempt.ended_by === call.kind && attempt.end_body === canonicalBody) return { after: found, writes: [], appended: false };
+    if (attempt.ended_by === call.kind && attempt.end_body === canonicalBody)
+      return { after: found, writes: [], appended: false };
     throw stateConflict("the attempt is stale: its task left RUNNING under it");
   }
   const now = nowMs();
@@ -261,7 +292,8 @@ function decideAttemptCall(found: AttemptWithTask | undefined, input: AttemptCal
   // Two UPDATEs (attempt, then task), not one multi-table UPDATE: on MariaDB the joined
   // form saves a little node CPU but costs more database CPU, and the database is the
   // busier process.
-  const moved = call.kind === "complete" ? complete(task, call, input.attemptId, now) : requeue(task, input.attemptId, now);
+  const moved =
+    call.kind === "complete" ? complete(task, call, input.attemptId, now) : requeue(task, input.attemptId, now);
   return {
     after: { attempt: { ...attempt, ended_by: call.kind, end_body: canonicalBody }, task: moved.task },
     writes: [endAttemptStatement(input.attemptId, call.kind, canonicalBody, now), ...moved.writes],

@@ -8,7 +8,12 @@ import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
 import { failure } from "../wire/envelope.js";
 
 /** `message`: an OrbitError's own client-facing message; the catalogue's by default. */
-export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string, message?: string): string {
+export function rawErrorResponse(
+  code: ErrorCode,
+  extraHeaders: Record<string, string> = {},
+  requestId?: string,
+  message?: string,
+): string {
   const id = requestId ?? newHexId();
   const status = ERROR_CATALOGUE[code].status;
   const body = JSON.stringify(failure(id, code, message ?? new OrbitError(code).message));
@@ -25,7 +30,13 @@ export function rawErrorResponse(code: ErrorCode, extraHeaders: Record<string, s
   return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n${lines.join("\r\n")}\r\n\r\n${body}`;
 }
 
-export function writeRawError(socket: Duplex, code: ErrorCode, extraHeaders: Record<string, string> = {}, requestId?: string, message?: string): void {
+export function writeRawError(
+  socket: Duplex,
+  code: ErrorCode,
+  extraHeaders: Record<string, string> = {},
+  requestId?: string,
+  message?: string,
+): void {
   if (!socket.writable) {
     socket.destroy();
     return;

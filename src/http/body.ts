@@ -21,7 +21,11 @@ export async function readJsonBody(req: IncomingMessage): Promise<JsonBody> {
   // Node keeps the first of repeated Content-Type fields and drops the rest: a body
   // labelled twice (text/plain, then application/json) is not labelled application/json.
   const types = req.headersDistinct["content-type"] ?? [];
-  if (types.length > 1) throw new OrbitError("UNSUPPORTED_MEDIA_TYPE", "the body must be labelled application/json once: Content-Type is repeated");
+  if (types.length > 1)
+    throw new OrbitError(
+      "UNSUPPORTED_MEDIA_TYPE",
+      "the body must be labelled application/json once: Content-Type is repeated",
+    );
   const type = types[0];
   if (type === undefined || !JSON_TYPE.test(type)) throw new OrbitError("UNSUPPORTED_MEDIA_TYPE");
   // No content coding is decoded, so a coded body is refused rather than read as if

@@ -19,7 +19,12 @@ import { OrbitError, unauthenticated } from "../wire/errors.js";
 export const REVOCATION_IN_TRANSACTION: ReadonlySet<string> = new Set(["completeAttempt", "requeueAttempt"]);
 
 /** `remembered`: authenticate from the node's memory (REVOCATION_IN_TRANSACTION). */
-export async function resolveCaller(ctx: Context, route: RouteSpec, credentials: CredentialLookups, remembered: boolean): Promise<Caller | undefined> {
+export async function resolveCaller(
+  ctx: Context,
+  route: RouteSpec,
+  credentials: CredentialLookups,
+  remembered: boolean,
+): Promise<Caller | undefined> {
   if (route.permission === "none") return undefined;
   let caller: Caller;
   try {

@@ -45,7 +45,12 @@ export function whenAnswered(socket: Duplex, next: () => void): void {
 }
 
 /** Gives the request back to Node's HTTP parser without its Upgrade offer, its body after it. */
-export function reparseWithoutUpgrade(server: http.Server, req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
+export function reparseWithoutUpgrade(
+  server: http.Server,
+  req: http.IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+): void {
   whenAnswered(socket, () => {
     // The earlier answer's end armed the keep-alive timeout (5 s) for the parser that
     // is gone; the fresh one would never clear it, and it would cut a request in progress.
@@ -63,7 +68,11 @@ function withoutUpgrade(req: http.IncomingMessage): Buffer {
     let value = req.rawHeaders[i + 1]!;
     if (/^upgrade$/i.test(name)) continue;
     if (/^connection$/i.test(name)) {
-      value = value.split(",").map((t) => t.trim()).filter((t) => t !== "" && t.toLowerCase() !== "upgrade").join(", ");
+      value = value
+        .split(",")
+        .map((t) => t.trim())
+        .filter((t) => t !== "" && t.toLowerCase() !== "upgrade")
+        .join(", ");
       if (value === "") continue;
     }
     lines.push(`${name}: ${value}`);

@@ -39,7 +39,10 @@ export function queueOfQueryInScope(ctx: Context, route: RouteSpec, caller: Call
   if (!route.queryParams.some((p) => p.name === "queue_id")) return;
   const url = ctx.request.url;
   const raw = url.includes("?") ? url.slice(url.indexOf("?") + 1) : "";
-  const named = raw.split("&").filter((p) => p.startsWith("queue_id=")).map((p) => p.slice("queue_id=".length));
+  const named = raw
+    .split("&")
+    .filter((p) => p.startsWith("queue_id="))
+    .map((p) => p.slice("queue_id=".length));
   const queueId = named.length === 1 ? wellFormedId(named[0]) : undefined;
   if (queueId !== undefined) requireQueue(caller, queueId);
 }
@@ -53,7 +56,10 @@ export function readQuery(ctx: Context, route: RouteSpec): Record<string, unknow
   }
   let params: Record<string, string>;
   try {
-    params = parseQuery(raw ?? "", route.queryParams.map((p) => p.name));
+    params = parseQuery(
+      raw ?? "",
+      route.queryParams.map((p) => p.name),
+    );
   } catch (e) {
     if (e instanceof WireError) throw invalidArgument(`query: ${e.message}`);
     throw e;
@@ -63,7 +69,8 @@ export function readQuery(ctx: Context, route: RouteSpec): Record<string, unknow
     const v = params[p.name];
     if (v === undefined || !p.integer) continue;
     // Integers travel as canonical decimal text: no sign, no leading zero, no fraction.
-    if (!/^(0|[1-9][0-9]{0,8})$/.test(v)) throw invalidArgument(`query parameter ${p.name} must be a canonical integer`);
+    if (!/^(0|[1-9][0-9]{0,8})$/.test(v))
+      throw invalidArgument(`query parameter ${p.name} must be a canonical integer`);
     typed[p.name] = Number(v);
   }
   return check(`query_${route.operationId}`, typed, "query");
@@ -105,7 +112,8 @@ export function lazyInput(ctx: Context, route: RouteSpec, refusal: OrbitError | 
       if (values.length > 1) throw invalidArgument("the Idempotency-Key header is repeated");
       const key = values[0] ?? "";
       if (key === "") throw invalidArgument("the Idempotency-Key header is required");
-      if (!IDEMPOTENCY_KEY_RE.test(key)) throw invalidArgument("the Idempotency-Key must be 1-128 printable ASCII characters");
+      if (!IDEMPOTENCY_KEY_RE.test(key))
+        throw invalidArgument("the Idempotency-Key must be 1-128 printable ASCII characters");
       return key;
     },
     rawField: (name: string) => raw.get(name),

@@ -59,7 +59,8 @@ export function requestContext(log: Logger) {
 export function absoluteForm() {
   return async function absoluteFormMiddleware(ctx: Context, next: Next): Promise<void> {
     const path = targetPath(ctx.url, ctx.req.headers.host);
-    if (path === undefined) throw invalidArgument("an absolute request target must be an http URL naming the Host header's host");
+    if (path === undefined)
+      throw invalidArgument("an absolute request target must be an http URL naming the Host header's host");
     ctx.url = path;
     await next();
   };

@@ -51,7 +51,13 @@ async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal:
   }
 }
 
-async function perform(ctx: Context, route: RouteSpec, deps: RouterDeps, signal: AbortSignal, caller: Caller | undefined): Promise<AnyResult> {
+async function perform(
+  ctx: Context,
+  route: RouteSpec,
+  deps: RouterDeps,
+  signal: AbortSignal,
+  caller: Caller | undefined,
+): Promise<AnyResult> {
   if (route.transport === "websocket") {
     readQuery(ctx, route);
     // A plain GET of the event endpoint: the caller may consume but did not upgrade.
@@ -101,10 +107,12 @@ async function perform(ctx: Context, route: RouteSpec, deps: RouterDeps, signal:
     const result = await handler(request as unknown as HandlerRequest<HttpOperationId>, hctx);
     // A read whose target is in scope: its answer is the 400 it was owed.
     if (refusal) throw refusal;
-    if (!route.successStatuses.includes(result.status)) throw new Error(`${route.operationId} answered ${result.status}`);
+    if (!route.successStatuses.includes(result.status))
+      throw new Error(`${route.operationId} answered ${result.status}`);
     // An operation with a body must validate it; a handler that skipped that is a bug.
     if (route.hasBody && !input.wasRead()) throw new Error(`${route.operationId} never read its body`);
-    if (route.idempotency === "required" && !input.keyWasRead()) throw new Error(`${route.operationId} ignored its key`);
+    if (route.idempotency === "required" && !input.keyWasRead())
+      throw new Error(`${route.operationId} ignored its key`);
     return result;
   } catch (e) {
     throw translateDbError(e);

@@ -25,10 +25,14 @@ export function takeSlot(ctx: Context, route: RouteSpec): () => void {
   const socket = ctx.req.socket;
   const n = inProcessing.get(socket) ?? 0;
   if (n >= HTTP_REQUESTS_PER_CONNECTION) {
-    throw new OrbitError("UNAVAILABLE", `at most ${HTTP_REQUESTS_PER_CONNECTION} requests of a connection are processed at once`, {
-      "Retry-After": "1",
-      Connection: "close",
-    });
+    throw new OrbitError(
+      "UNAVAILABLE",
+      `at most ${HTTP_REQUESTS_PER_CONNECTION} requests of a connection are processed at once`,
+      {
+        "Retry-After": "1",
+        Connection: "close",
+      },
+    );
   }
   inProcessing.set(socket, n + 1);
   return () => inProcessing.set(socket, (inProcessing.get(socket) ?? 1) - 1);

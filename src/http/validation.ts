@@ -6,7 +6,15 @@ import { patternRule } from "../wire/pattern-rules.js";
 
 export interface ValidateFn {
   (data: unknown): boolean;
-  errors?: { instancePath: string; schemaPath?: string; keyword: string; params: Record<string, unknown>; message?: string }[] | null;
+  errors?:
+    | {
+        instancePath: string;
+        schemaPath?: string;
+        keyword: string;
+        params: Record<string, unknown>;
+        message?: string;
+      }[]
+    | null;
 }
 
 const table = httpValidators as unknown as Record<string, ValidateFn | undefined>;

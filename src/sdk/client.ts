@@ -56,7 +56,8 @@ interface Call {
 /** A request whose JSON-valued field K may also be given as RawJson (exact text). */
 export type WithRaw<R, K extends keyof R> = Omit<R, K> & { [P in K]?: R[P] | RawJson };
 
-type Envelope<D> = { request_id: string; data: D } | { request_id: string; error: { code: T.ErrorCode; message: string } };
+type Envelope<D> =
+  { request_id: string; data: D } | { request_id: string; error: { code: T.ErrorCode; message: string } };
 
 const seg = (id: string) => encodeURIComponent(id);
 
@@ -80,7 +81,10 @@ export class OrbitClient {
     this.retries = options.retries ?? 3;
     this.timeoutMs = options.timeoutMs ?? 15000;
     this.backoffMs = options.backoffMs ?? 100;
-    this.agent = new URL(this.baseUrl).protocol === "https:" ? new https.Agent({ keepAlive: true }) : new http.Agent({ keepAlive: true });
+    this.agent =
+      new URL(this.baseUrl).protocol === "https:"
+        ? new https.Agent({ keepAlive: true })
+        : new http.Agent({ keepAlive: true });
   }
 
   // ---- subscriptions (docs/protocol.md §2-4) ----
@@ -101,7 +105,10 @@ export class OrbitClient {
     return this.call({ method: "POST", path: `/v1/subscriptions/${seg(id)}:configure`, key, body: req });
   }
 
-  listEventDeliveries(id: string, q: { state?: T.DeliveryState; limit?: number; cursor?: string } = {}): Promise<T.EventDeliveryList> {
+  listEventDeliveries(
+    id: string,
+    q: { state?: T.DeliveryState; limit?: number; cursor?: string } = {},
+  ): Promise<T.EventDeliveryList> {
     return this.call({ method: "GET", path: `/v1/subscriptions/${seg(id)}/deliveries`, query: q });
   }
 
@@ -109,8 +116,18 @@ export class OrbitClient {
     return this.call({ method: "GET", path: `/v1/subscriptions/${seg(id)}/deliveries/${seg(deliveryId)}` });
   }
 
-  retryEventDelivery(id: string, deliveryId: string, key: string, req: T.RetryEventDeliveryRequest): Promise<T.DeliveryResult> {
-    return this.call({ method: "POST", path: `/v1/subscriptions/${seg(id)}/deliveries/${seg(deliveryId)}:retry`, key, body: req });
+  retryEventDelivery(
+    id: string,
+    deliveryId: string,
+    key: string,
+    req: T.RetryEventDeliveryRequest,
+  ): Promise<T.DeliveryResult> {
+    return this.call({
+      method: "POST",
+      path: `/v1/subscriptions/${seg(id)}/deliveries/${seg(deliveryId)}:retry`,
+      key,
+      body: req,
+    });
   }
 
   // ---- tasks and workers (docs/tasks.md) ----
@@ -139,7 +156,13 @@ export class OrbitClient {
    * lease runs out (one attempt used, effect_uncertain). Claim again when you choose.
    */
   claimTask(req: T.ClaimTaskRequest): Promise<T.ClaimResult | undefined> {
-    return this.call({ method: "POST", path: "/v1/worker/claim", body: req, timeoutMs: this.timeoutMs + (req.wait_ms ?? 0), idempotent: false });
+    return this.call({
+      method: "POST",
+      path: "/v1/worker/claim",
+      body: req,
+      timeoutMs: this.timeoutMs + (req.wait_ms ?? 0),
+      idempotent: false,
+    });
   }
 
   /** Sent again after a network failure or 503: the identical repeat answers 200 and writes nothing. */
@@ -194,7 +217,13 @@ export class OrbitClient {
       // a balancer during a deploy): its 503 is retried as the node's own.
       const err = env
         ? new OrbitApiError(env.error.code, env.error.message, res.status, env.request_id, res.retryAfterMs)
-        : new OrbitApiError(res.status === 503 ? "UNAVAILABLE" : "INTERNAL", `unexpected answer with status ${res.status}`, res.status, res.requestId, res.retryAfterMs);
+        : new OrbitApiError(
+            res.status === 503 ? "UNAVAILABLE" : "INTERNAL",
+            `unexpected answer with status ${res.status}`,
+            res.status,
+            res.requestId,
+            res.retryAfterMs,
+          );
       // A 503 of a call that is not idempotent: the node may have done it all the same.
       if (err.code !== "UNAVAILABLE" || c.idempotent === false) throw err;
       lastError = err;
@@ -225,7 +254,14 @@ class NotAnswered {
  * connection fails before the answer is complete or the attempt outlives `timeoutMs` (the
  * timer covers the request and the whole response body).
  */
-function send(agent: http.Agent, url: URL, method: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<Answer> {
+function send(
+  agent: http.Agent,
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  timeoutMs: number,
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const request = url.protocol === "https:" ? https.request : http.request;
     const req = request(url, { method, headers, agent }, (res) => {

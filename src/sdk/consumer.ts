@@ -93,10 +93,17 @@ export class Consumer {
     this.done = new Promise((resolve) => (this.finish = resolve));
     this.capacity = o.capacity ?? 8;
     // A hello the contract refuses would never connect: say so now, not by retrying forever.
-    if (!Number.isInteger(this.capacity) || this.capacity < 1 || this.capacity > 32) throw new RangeError(`capacity must be an integer 1-32, not ${this.capacity}`);
-    if (!/^[0-9a-f]{32}$/.test(o.subscriptionId)) throw new RangeError("subscriptionId must be 32 lowercase hex characters");
+    if (!Number.isInteger(this.capacity) || this.capacity < 1 || this.capacity > 32)
+      throw new RangeError(`capacity must be an integer 1-32, not ${this.capacity}`);
+    if (!/^[0-9a-f]{32}$/.test(o.subscriptionId))
+      throw new RangeError("subscriptionId must be 32 lowercase hex characters");
     for (const p of o.proofs ?? []) {
-      if (!PROOF_ID.test(p.delivery_id) || !PROOF_EPOCH.test(p.epoch) || BigInt(p.epoch) >= 2n ** 64n || !PROOF_SECRET.test(p.lease_secret)) {
+      if (
+        !PROOF_ID.test(p.delivery_id) ||
+        !PROOF_EPOCH.test(p.epoch) ||
+        BigInt(p.epoch) >= 2n ** 64n ||
+        !PROOF_SECRET.test(p.lease_secret)
+      ) {
         throw new RangeError("proofs must be {delivery_id, epoch, lease_secret} as event.deliver gave them");
       }
       this.unconfirmed.set(p.delivery_id, p);
@@ -190,7 +197,8 @@ export class Consumer {
   // At most `capacity` handlers run at once, also across a reconnect: the new connection
   // may be handed `capacity` deliveries while handlers of the closed one still run.
   private pump(): void {
-    while (!this.draining && this.running.size < this.capacity && this.waiting.length > 0) this.run(this.waiting.shift()!);
+    while (!this.draining && this.running.size < this.capacity && this.waiting.length > 0)
+      this.run(this.waiting.shift()!);
   }
 
   private run(d: Delivery): void {
@@ -245,7 +253,8 @@ export class Consumer {
 
   private forget(proof: Proof): void {
     const kept = this.unconfirmed.get(proof.delivery_id);
-    if (kept && kept.epoch === proof.epoch && kept.lease_secret === proof.lease_secret) this.unconfirmed.delete(proof.delivery_id);
+    if (kept && kept.epoch === proof.epoch && kept.lease_secret === proof.lease_secret)
+      this.unconfirmed.delete(proof.delivery_id);
   }
 
   private async resendAcks(): Promise<void> {

@@ -20,7 +20,10 @@ export class OrbitApiError extends Error {
 /** The request never got an answer (after the retries): the outcome is unknown. */
 export class OrbitNetworkError extends Error {
   override readonly name = "OrbitNetworkError";
-  constructor(message: string, override readonly cause?: unknown) {
+  constructor(
+    message: string,
+    override readonly cause?: unknown,
+  ) {
     super(message);
   }
 }

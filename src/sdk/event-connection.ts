@@ -9,7 +9,14 @@ import { corkForTurn } from "../wire/cork.js";
 import { randomHex } from "../wire/random-hex.js";
 import { parseRetryAfter } from "./retry-after.js";
 import * as frameValidators from "../../generated/ws/validators.js";
-import type { AckReceipt, ClientFrame, EventDeliver, EventsWelcome, PingReply, ServerFrame } from "../../generated/ws/frames.js";
+import type {
+  AckReceipt,
+  ClientFrame,
+  EventDeliver,
+  EventsWelcome,
+  PingReply,
+  ServerFrame,
+} from "../../generated/ws/frames.js";
 import type { ErrorCode, EventDelivery, ResultEvent } from "./types.js";
 
 type Validate = ((d: unknown) => boolean) & { errors?: unknown };
@@ -115,7 +122,14 @@ interface AnswerDeadlines {
 }
 
 /** Error codes after which the server closes the connection (docs/protocol.md §7 table). */
-const CLOSING_CODES = new Set<string>(["UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND", "EVENT_HISTORY_EXPIRED", "UNAVAILABLE", "INTERNAL"]);
+const CLOSING_CODES = new Set<string>([
+  "UNAUTHENTICATED",
+  "PERMISSION_DENIED",
+  "NOT_FOUND",
+  "EVENT_HISTORY_EXPIRED",
+  "UNAVAILABLE",
+  "INTERNAL",
+]);
 
 /**
  * Events: "delivery" (Delivery), "error-frame" (OrbitEventError, for errors that answer
@@ -160,7 +174,11 @@ export class EventConnection extends EventEmitter {
   }
 
   /** The upgrade, the hello and its welcome; then the connection, its heartbeat started. */
-  private static async greet(ws: WebSocket, o: EventConnectionOptions, connectTimeoutMs: number): Promise<EventConnection> {
+  private static async greet(
+    ws: WebSocket,
+    o: EventConnectionOptions,
+    connectTimeoutMs: number,
+  ): Promise<EventConnection> {
     await opened(ws);
     let conn: EventConnection | undefined;
     const early: ServerFrame[] = [];
@@ -175,7 +193,10 @@ export class EventConnection extends EventEmitter {
     const helloId = newId();
     let welcomeTimer: NodeJS.Timeout | undefined;
     const welcomed = new Promise<EventsWelcome>((resolve, reject) => {
-      welcomeTimer = setTimeout(() => reject(new OrbitEventError("CONNECTION_CLOSED", `no welcome within ${connectTimeoutMs} ms`)), connectTimeoutMs);
+      welcomeTimer = setTimeout(
+        () => reject(new OrbitEventError("CONNECTION_CLOSED", `no welcome within ${connectTimeoutMs} ms`)),
+        connectTimeoutMs,
+      );
       ws.on("message", (data, isBinary) => {
         const f = parseServer(data as Buffer, isBinary);
         if (!f) return ws.close(1008, "invalid frame from the server");
@@ -184,8 +205,15 @@ export class EventConnection extends EventEmitter {
         if (f.type === "error") return reject(new OrbitEventError(f.error.code, f.error.message));
         early.push(f);
       });
-      void closed.then((c) => reject(c.error ?? new OrbitEventError("CONNECTION_CLOSED", `closed ${c.code} before welcome`)));
-      send(ws, { protocol_version: "1", type: "events.hello", message_id: helloId, body: { subscription_id: o.subscriptionId, capacity: o.capacity } });
+      void closed.then((c) =>
+        reject(c.error ?? new OrbitEventError("CONNECTION_CLOSED", `closed ${c.code} before welcome`)),
+      );
+      send(ws, {
+        protocol_version: "1",
+        type: "events.hello",
+        message_id: helloId,
+        body: { subscription_id: o.subscriptionId, capacity: o.capacity },
+      });
     });
     let welcome: EventsWelcome;
     try {
@@ -217,7 +245,10 @@ export class EventConnection extends EventEmitter {
 
   /** ACKs a delivery; resolves with the receipt (deduplicated on a replay). */
   async ack(proof: Proof): Promise<AckReceipt> {
-    const f = await this.request({ type: "event.ack", body: { delivery_id: proof.delivery_id, epoch: proof.epoch, lease_secret: proof.lease_secret } });
+    const f = await this.request({
+      type: "event.ack",
+      body: { delivery_id: proof.delivery_id, epoch: proof.epoch, lease_secret: proof.lease_secret },
+    });
     return f.body as AckReceipt;
   }
 
@@ -243,7 +274,8 @@ export class EventConnection extends EventEmitter {
    * answers holds this for ws's closing timeout (30 s).
    */
   close(code = 1000, reason = "client closing", timeoutMs?: number): Promise<Closed> {
-    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code, reason);
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING)
+      this.ws.close(code, reason);
     if (timeoutMs !== undefined && this.ws.readyState !== WebSocket.CLOSED) {
       const timer = setTimeout(() => this.ws.terminate(), timeoutMs);
       void this.closed.then(() => clearTimeout(timer));
@@ -258,7 +290,10 @@ export class EventConnection extends EventEmitter {
    * waiting and tells a consumer to reconnect. Kept open, the connection would look alive
    * while nothing on it is answered.
    */
-  private request(f: { type: "event.ack" | "events.ping"; body: object }): Promise<Extract<ServerFrame, { type: "ack" }>> {
+  private request(f: {
+    type: "event.ack" | "events.ping";
+    body: object;
+  }): Promise<Extract<ServerFrame, { type: "ack" }>> {
     const id = newId();
     const timeoutMs = this.deadlines[f.type];
     return new Promise((resolve, reject) => {
@@ -280,7 +315,13 @@ export class EventConnection extends EventEmitter {
         },
       });
       try {
-        send(this.ws, { protocol_version: "1", type: f.type, message_id: id, session_id: this.sessionId, body: f.body } as ClientFrame);
+        send(this.ws, {
+          protocol_version: "1",
+          type: f.type,
+          message_id: id,
+          session_id: this.sessionId,
+          body: f.body,
+        } as ClientFrame);
       } catch (e) {
         this.pending.get(id)?.reject(e);
         this.pending.delete(id);
@@ -294,7 +335,8 @@ export class EventConnection extends EventEmitter {
       this.pending.delete(f.reply_to);
       if (f.type === "error") p.reject(new OrbitEventError(f.error.code, f.error.message));
       else p.resolve(f);
-      if (f.type === "error" && CLOSING_CODES.has(f.error.code)) this.lastError = new OrbitEventError(f.error.code, f.error.message);
+      if (f.type === "error" && CLOSING_CODES.has(f.error.code))
+        this.lastError = new OrbitEventError(f.error.code, f.error.message);
       return;
     }
     if (f.type === "event.deliver") {
@@ -302,7 +344,11 @@ export class EventConnection extends EventEmitter {
       const delivery: Delivery = {
         delivery: d.body.delivery as unknown as EventDelivery,
         event: d.body.event as unknown as ResultEvent,
-        proof: { delivery_id: d.body.delivery.id, epoch: d.body.delivery.lease_epoch, lease_secret: d.body.lease_secret },
+        proof: {
+          delivery_id: d.body.delivery.id,
+          epoch: d.body.delivery.lease_epoch,
+          lease_secret: d.body.lease_secret,
+        },
       };
       this.emit("delivery", delivery);
       return;
@@ -315,7 +361,8 @@ export class EventConnection extends EventEmitter {
 
   private shutdown(c: Closed): void {
     clearInterval(this.heartbeat);
-    for (const p of this.pending.values()) p.reject(c.error ?? new OrbitEventError("CONNECTION_CLOSED", `closed ${c.code}`));
+    for (const p of this.pending.values())
+      p.reject(c.error ?? new OrbitEventError("CONNECTION_CLOSED", `closed ${c.code}`));
     this.pending.clear();
     this.emit("close", c);
   }
@@ -345,7 +392,8 @@ function opened(ws: WebSocket): Promise<void> {
 
 function send(ws: WebSocket, frame: ClientFrame): void {
   // Validate what we send: a frame the contract does not allow is a bug here, not there.
-  if (!validClient(frame)) throw new OrbitEventError("PROTOCOL_ERROR", `refusing to send an invalid ${frame.type} frame`);
+  if (!validClient(frame))
+    throw new OrbitEventError("PROTOCOL_ERROR", `refusing to send an invalid ${frame.type} frame`);
   corkForTurn(ws);
   ws.send(JSON.stringify(frame));
 }

@@ -3,6 +3,16 @@
 export { OrbitClient, type OrbitClientOptions, type WithRaw } from "./client.js";
 export { OrbitApiError, OrbitNetworkError } from "./errors.js";
 export { RawJson } from "./raw-json.js";
-export { EventConnection, OrbitEventError, SUBPROTOCOL, type Delivery, type Proof, type Welcome, type AckReceipt, type Closed, type EventConnectionOptions } from "./event-connection.js";
+export {
+  EventConnection,
+  OrbitEventError,
+  SUBPROTOCOL,
+  type Delivery,
+  type Proof,
+  type Welcome,
+  type AckReceipt,
+  type Closed,
+  type EventConnectionOptions,
+} from "./event-connection.js";
 export { Consumer, type ConsumerOptions, type StopOptions, type StopReason } from "./consumer.js";
 export type * from "./types.js";

@@ -73,7 +73,8 @@ class Canonicalizer {
     this.pos++; // opening quote
     for (;;) {
       const ch = this.text.charCodeAt(this.pos++);
-      if (ch === 0x5c) this.pos++; // skip the escaped character
+      if (ch === 0x5c)
+        this.pos++; // skip the escaped character
       else if (ch === 0x22) break;
     }
     return JSON.parse(this.text.slice(start, this.pos)) as string;

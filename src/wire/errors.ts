@@ -79,4 +79,8 @@ export const unavailable = (): OrbitError => new OrbitError("UNAVAILABLE", undef
 export const notImplemented = (): OrbitError => new OrbitError("NOT_IMPLEMENTED");
 /** 426 names the protocol to upgrade to (RFC 9110 §15.5.22) and the WebSocket version (RFC 6455 §4.4). */
 export const protocolRequired = (message?: string): OrbitError =>
-  new OrbitError("PROTOCOL_REQUIRED", message, { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Version": "13" });
+  new OrbitError("PROTOCOL_REQUIRED", message, {
+    Upgrade: "websocket",
+    Connection: "Upgrade",
+    "Sec-WebSocket-Version": "13",
+  });

@@ -44,15 +44,38 @@ export function parseStrictJson(text: string, opts?: StrictJsonOptions): StrictJ
 }
 
 const enum C {
-  Tab = 0x09, Lf = 0x0a, Cr = 0x0d, Space = 0x20, Quote = 0x22, Plus = 0x2b,
-  Comma = 0x2c, Minus = 0x2d, Dot = 0x2e, Zero = 0x30, Nine = 0x39, Colon = 0x3a,
-  E = 0x45, LBracket = 0x5b, Backslash = 0x5c, RBracket = 0x5d, e = 0x65,
-  LBrace = 0x7b, RBrace = 0x7d, Bom = 0xfeff,
+  Tab = 0x09,
+  Lf = 0x0a,
+  Cr = 0x0d,
+  Space = 0x20,
+  Quote = 0x22,
+  Plus = 0x2b,
+  Comma = 0x2c,
+  Minus = 0x2d,
+  Dot = 0x2e,
+  Zero = 0x30,
+  Nine = 0x39,
+  Colon = 0x3a,
+  E = 0x45,
+  LBracket = 0x5b,
+  Backslash = 0x5c,
+  RBracket = 0x5d,
+  e = 0x65,
+  LBrace = 0x7b,
+  RBrace = 0x7d,
+  Bom = 0xfeff,
 }
 
 /** Values of single-character escapes, indexed by the character after the backslash. */
 const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
-  '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t",
+  '"': '"',
+  "\\": "\\",
+  "/": "/",
+  b: "\b",
+  f: "\f",
+  n: "\n",
+  r: "\r",
+  t: "\t",
 };
 
 /**
@@ -81,8 +104,7 @@ class Parser {
     if (text.charCodeAt(0) === C.Bom) this.fail("byte order mark");
     this.skipWs();
     const raw = new Map<string, string>();
-    const value =
-      text.charCodeAt(this.pos) === C.LBrace ? this.parseObject(0, raw) : this.parseValue(0);
+    const value = text.charCodeAt(this.pos) === C.LBrace ? this.parseObject(0, raw) : this.parseValue(0);
     this.skipWs();
     if (this.pos < text.length) this.unexpected();
     return { value, raw };
@@ -91,12 +113,18 @@ class Parser {
   private parseValue(depth: number): unknown {
     const c = this.text.charCodeAt(this.pos);
     switch (c) {
-      case C.Quote: return this.parseString();
-      case C.LBrace: return this.parseObject(depth, null);
-      case C.LBracket: return this.parseArray(depth);
-      case 0x74: return this.literal("true", true);
-      case 0x66: return this.literal("false", false);
-      case 0x6e: return this.literal("null", null);
+      case C.Quote:
+        return this.parseString();
+      case C.LBrace:
+        return this.parseObject(depth, null);
+      case C.LBracket:
+        return this.parseArray(depth);
+      case 0x74:
+        return this.literal("true", true);
+      case 0x66:
+        return this.literal("false", false);
+      case 0x6e:
+        return this.literal("null", null);
       default:
         if (c === C.Minus || (c >= C.Zero && c <= C.Nine)) return this.parseNumber();
         return this.unexpected();
@@ -176,7 +204,7 @@ class Parser {
   /** Index of the first '"', '\\', control character, surrogate or the end, from `i`. */
   private plain(i: number): number {
     const { text } = this;
-    for (;; i++) {
+    for (; ; i++) {
       const c = text.charCodeAt(i); // NaN past the end, caught by `c !== c`
       if (c === C.Quote || c === C.Backslash || c < C.Space || (c & 0xf800) === 0xd800 || c !== c) return i;
     }
@@ -231,9 +259,8 @@ class Parser {
     let n = 0;
     for (let k = at; k < at + 4; k++) {
       const c = this.text.charCodeAt(k);
-      const d = c >= 0x30 && c <= 0x39 ? c - 0x30
-        : c >= 0x61 && c <= 0x66 ? c - 0x57
-        : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1;
+      const d =
+        c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1;
       if (d < 0) this.fail("invalid \\u escape", at - 2);
       n = n * 16 + d;
     }
@@ -265,7 +292,8 @@ class Parser {
     // A fraction a double cannot hold: 1e-400 reads as 0, 100.000000000000001 as 100. An
     // integer field would take a whole number the client did not send (past its maximum,
     // or 0 for "the default"), so such a number is refused wherever it is.
-    if (Number.isInteger(n) && (dot || exp) && !wholeNumberText(text.slice(start, i))) this.fail("number is not whole but reads as a whole number", start);
+    if (Number.isInteger(n) && (dot || exp) && !wholeNumberText(text.slice(start, i)))
+      this.fail("number is not whole but reads as a whole number", start);
     this.pos = i;
     return n;
   }
@@ -274,7 +302,8 @@ class Parser {
   private digits(i: number, start: number): number {
     const { text } = this;
     if (!isDigit(text.charCodeAt(i))) this.fail("invalid number", start);
-    do i++; while (isDigit(text.charCodeAt(i)));
+    do i++;
+    while (isDigit(text.charCodeAt(i)));
     return i;
   }
 

@@ -4,9 +4,11 @@
 // the error frame). Keyed by the schema's name, the same in openapi.yaml's components and in
 // events.schema.json's $defs, as the validator's schemaPath names it.
 const PATTERN_RULES: Readonly<Record<string, string>> = {
-  Uint64String: "must be a canonical decimal uint64 (0 to 18446744073709551615; no sign, leading zero, fraction, exponent or whitespace)",
+  Uint64String:
+    "must be a canonical decimal uint64 (0 to 18446744073709551615; no sign, leading zero, fraction, exponent or whitespace)",
   Id: "must be 32 lowercase hex characters",
-  LeaseSecret: "must be the lease_secret as event.deliver gave it: 43 characters of canonical unpadded base64url (32 bytes)",
+  LeaseSecret:
+    "must be the lease_secret as event.deliver gave it: 43 characters of canonical unpadded base64url (32 bytes)",
   Timestamp: "must be an RFC 3339 UTC timestamp ending in Z (up to 9 fraction digits)",
 };
 

@@ -35,7 +35,9 @@ export function parseQuery(rawQueryString: string, allowed: readonly string[]): 
     // defineProperty: an allowed name is ours, but never let one reach a setter.
     Object.defineProperty(out, name, {
       value: decode(segment.slice(eq + 1), quote(name), name),
-      writable: true, enumerable: true, configurable: true,
+      writable: true,
+      enumerable: true,
+      configurable: true,
     });
     offset += segment.length + 1;
   }

@@ -12,7 +12,8 @@ let used = POOL_BYTES;
 
 /** `bytes` (at most 4096) fresh random bytes as lowercase hex; no byte is handed out twice. */
 export function randomHex(bytes: number): string {
-  if (!Number.isInteger(bytes) || bytes < 1 || bytes > POOL_BYTES) throw new RangeError(`randomHex: 1 to ${POOL_BYTES} bytes, not ${bytes}`);
+  if (!Number.isInteger(bytes) || bytes < 1 || bytes > POOL_BYTES)
+    throw new RangeError(`randomHex: 1 to ${POOL_BYTES} bytes, not ${bytes}`);
   if (used + bytes > POOL_BYTES) {
     randomFillSync(pool);
     used = 0;

@@ -51,7 +51,11 @@ export class AckBatcher {
     this.queues.delete(key);
     for (let i = 0; i < q.items.length; i += MAX_BATCH) {
       const batch = q.items.slice(i, i + MAX_BATCH);
-      const p = ack(this.pool, q.who, batch.map((b) => b.proof)).then(
+      const p = ack(
+        this.pool,
+        q.who,
+        batch.map((b) => b.proof),
+      ).then(
         (outcomes) => batch.forEach((b, j) => b.resolve(outcomes[j]!)),
         (e: unknown) => batch.forEach((b) => b.reject(e)),
       );

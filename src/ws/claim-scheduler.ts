@@ -10,7 +10,12 @@
 // one transaction leases for all of them (up to 4 × 8 deliveries instead of 8). A
 // subscription's drain is bounded by one claim in flight per application, so the
 // deliveries per claim are its throughput (bench/README.md).
-import { CLAIM_POOL_GLOBAL, CLAIM_POOL_PER_APPLICATION, CLAIM_POOL_QUEUE, CLAIMS_PER_SCAN_ROUND } from "../config/limits.js";
+import {
+  CLAIM_POOL_GLOBAL,
+  CLAIM_POOL_PER_APPLICATION,
+  CLAIM_POOL_QUEUE,
+  CLAIMS_PER_SCAN_ROUND,
+} from "../config/limits.js";
 import { claimsInFlight, claimsWaiting } from "../metrics.js";
 
 /**

@@ -21,7 +21,19 @@ import type { Claimant, ClaimScheduler } from "./claim-scheduler.js";
 import type { ClaimingSession } from "./claims.js";
 import { CLOSE, closeCodeFor } from "./close-codes.js";
 import { FrameFlow, type FlowOwner } from "./flow.js";
-import { ackFrame, ackReceiptText, deliverFrameText, errorFrame, helloSubscriptionId, isAck, isHello, isPing, parseClientFrame, welcomeFrame, type ParsedFrame } from "./frames.js";
+import {
+  ackFrame,
+  ackReceiptText,
+  deliverFrameText,
+  errorFrame,
+  helloSubscriptionId,
+  isAck,
+  isHello,
+  isPing,
+  parseClientFrame,
+  welcomeFrame,
+  type ParsedFrame,
+} from "./frames.js";
 import { Seat, type ReadySeat } from "./seat.js";
 import { SessionRecord } from "./session-record.js";
 import { SessionTimers } from "./session-timers.js";
@@ -160,7 +172,13 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
     const sessionId = newId();
     // A client that leaves while its session is being written: cleanup records the close
     // after the insert, so the row never stays open.
-    const inserted = this.record.open({ id: sessionId, subscriptionId: s.id, credentialId: this.caller.credentialId, capacity: f.body.capacity, nodeId: this.deps.nodeId });
+    const inserted = this.record.open({
+      id: sessionId,
+      subscriptionId: s.id,
+      credentialId: this.caller.credentialId,
+      capacity: f.body.capacity,
+      nodeId: this.deps.nodeId,
+    });
     try {
       await inserted;
     } catch (e) {
@@ -216,17 +234,31 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
     try {
       secret = decodeBase64urlCanonical(f.body.lease_secret, 32);
     } catch {
-      this.send(errorFrame("INVALID_ARGUMENT", "lease_secret is not canonical base64url of 32 bytes", f.message_id, this.sessionId));
+      this.send(
+        errorFrame(
+          "INVALID_ARGUMENT",
+          "lease_secret is not canonical base64url of 32 bytes",
+          f.message_id,
+          this.sessionId,
+        ),
+      );
       return;
     }
-    const who = { subscriptionId: this.subscriptionId, namespaceId: this.namespaceId, credentialId: this.caller.credentialId };
+    const who = {
+      subscriptionId: this.subscriptionId,
+      namespaceId: this.namespaceId,
+      credentialId: this.caller.credentialId,
+    };
     // The answer comes after the batch's commit; the frame's read slot need not wait for it
     // (FrameFlow.awaitCommit).
     const answered = this.deps.acks
       .submit(who, { deliveryId: f.body.delivery_id, epoch: f.body.epoch, secret })
       .then(
         (outcome) => this.answerAck(f, outcome),
-        (e: unknown) => (e instanceof OrbitError && e.code !== "UNAVAILABLE" ? this.closeWithError(e.code, e.message, f.message_id) : void this.dbFailure(e, f.message_id)),
+        (e: unknown) =>
+          e instanceof OrbitError && e.code !== "UNAVAILABLE"
+            ? this.closeWithError(e.code, e.message, f.message_id)
+            : void this.dbFailure(e, f.message_id),
       )
       .catch((e: unknown) => this.fail(e));
     await this.flow.awaitCommit(answered);
@@ -235,7 +267,14 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
   private answerAck(f: EventAck, outcome: AckOutcome): void {
     metrics.ackOutcomes.inc({ outcome: !outcome.ok ? "lease_lost" : outcome.deduplicated ? "deduplicated" : "acked" });
     if (!outcome.ok) {
-      this.send(errorFrame("DELIVERY_LEASE_LOST", "the proof was replaced by a newer lease or is not valid", f.message_id, this.sessionId));
+      this.send(
+        errorFrame(
+          "DELIVERY_LEASE_LOST",
+          "the proof was replaced by a newer lease or is not valid",
+          f.message_id,
+          this.sessionId,
+        ),
+      );
       this.seat.lost(f.body.delivery_id);
       return;
     }

@@ -4,7 +4,12 @@
 // WRITE_QUEUE_PER_CONNECTION frames written but not flushed, beyond which no client frame
 // starts; a write that does not flush within WRITE_TIMEOUT_MS ends the session.
 import type WebSocket from "ws";
-import { MAX_CAPACITY, READ_QUEUE_PER_CONNECTION, WRITE_QUEUE_PER_CONNECTION, WRITE_TIMEOUT_MS } from "../config/limits.js";
+import {
+  MAX_CAPACITY,
+  READ_QUEUE_PER_CONNECTION,
+  WRITE_QUEUE_PER_CONNECTION,
+  WRITE_TIMEOUT_MS,
+} from "../config/limits.js";
 import { corkForTurn } from "../wire/cork.js";
 
 /**

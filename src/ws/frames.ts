@@ -11,7 +11,9 @@ import type { ErrorCode } from "../wire/errors.js";
 import { parseStrictJson } from "../wire/json.js";
 import { patternRule } from "../wire/pattern-rules.js";
 
-type Validate = ((d: unknown) => boolean) & { errors?: { instancePath: string; schemaPath?: string; keyword?: string; message?: string }[] | null };
+type Validate = ((d: unknown) => boolean) & {
+  errors?: { instancePath: string; schemaPath?: string; keyword?: string; message?: string }[] | null;
+};
 const validateClientFrame = (frameValidators as unknown as Record<string, Validate>).clientFrame!;
 
 const ID_RE = /^[0-9a-f]{32}$/;
@@ -25,7 +27,14 @@ const ALLOWED_KEYS: Readonly<Record<string, readonly string[]>> = {
 
 export type ParsedFrame =
   | { readonly kind: "envelope-error"; readonly reason: string }
-  | { readonly kind: "body-error"; readonly type: string; readonly messageId: string; readonly sessionId?: string; readonly reason: string; readonly body: unknown }
+  | {
+      readonly kind: "body-error";
+      readonly type: string;
+      readonly messageId: string;
+      readonly sessionId?: string;
+      readonly reason: string;
+      readonly body: unknown;
+    }
   | { readonly kind: "frame"; readonly frame: ClientFrame };
 
 /**
@@ -46,7 +55,10 @@ export function parseClientFrame(text: string): ParsedFrame {
   return {
     kind: "frame",
     frame: {
-      protocol_version: "1", type: "event.ack", message_id: messageId!, session_id: sessionId!,
+      protocol_version: "1",
+      type: "event.ack",
+      message_id: messageId!,
+      session_id: sessionId!,
       body: { delivery_id: deliveryId!, epoch: epoch!, lease_secret: leaseSecret! },
     },
   };
@@ -60,13 +72,16 @@ export function parseStrictFrame(text: string): ParsedFrame {
   } catch {
     return { kind: "envelope-error", reason: "not strict JSON" };
   }
-  if (value === null || typeof value !== "object" || Array.isArray(value)) return { kind: "envelope-error", reason: "not an object" };
+  if (value === null || typeof value !== "object" || Array.isArray(value))
+    return { kind: "envelope-error", reason: "not an object" };
   const o = value as Record<string, unknown>;
   if (o.protocol_version !== "1") return { kind: "envelope-error", reason: "protocol_version" };
   if (typeof o.type !== "string" || !TYPES.has(o.type)) return { kind: "envelope-error", reason: "type" };
-  if (typeof o.message_id !== "string" || !ID_RE.test(o.message_id)) return { kind: "envelope-error", reason: "message_id" };
+  if (typeof o.message_id !== "string" || !ID_RE.test(o.message_id))
+    return { kind: "envelope-error", reason: "message_id" };
   const allowed = ALLOWED_KEYS[o.type]!;
-  if (Object.keys(o).some((k) => !allowed.includes(k))) return { kind: "envelope-error", reason: "a key this frame may not carry" };
+  if (Object.keys(o).some((k) => !allowed.includes(k)))
+    return { kind: "envelope-error", reason: "a key this frame may not carry" };
   if (o.type !== "events.hello" && (typeof o.session_id !== "string" || !ID_RE.test(o.session_id))) {
     return { kind: "envelope-error", reason: "session_id" };
   }
@@ -81,7 +96,11 @@ export function parseStrictFrame(text: string): ParsedFrame {
       type: o.type,
       messageId: o.message_id,
       ...(typeof o.session_id === "string" ? { sessionId: o.session_id } : {}),
-      reason: `${at || "body"}: ${(e?.keyword === "pattern" ? patternRule(e.schemaPath) : undefined) ?? e?.message ?? "invalid"}`.slice(0, 200),
+      reason:
+        `${at || "body"}: ${(e?.keyword === "pattern" ? patternRule(e.schemaPath) : undefined) ?? e?.message ?? "invalid"}`.slice(
+          0,
+          200,
+        ),
       body: o.body,
     };
   }
@@ -90,7 +109,9 @@ export function parseStrictFrame(text: string): ParsedFrame {
 
 /** The subscription id of an invalid hello body, when it is a well-formed one (its scope is checked before the body). */
 export function helloSubscriptionId(body: unknown): string | undefined {
-  return wellFormedId(body !== null && typeof body === "object" ? (body as { subscription_id?: unknown }).subscription_id : undefined);
+  return wellFormedId(
+    body !== null && typeof body === "object" ? (body as { subscription_id?: unknown }).subscription_id : undefined,
+  );
 }
 
 export const isHello = (f: ClientFrame): f is EventsHello => f.type === "events.hello";
@@ -101,10 +122,18 @@ const messageId = newHexId;
 
 const base = (type: string) => ({ protocol_version: "1" as const, type, message_id: messageId() });
 
-export function welcomeFrame(replyTo: string, body: {
-  session_id: string; subscription_id: string; capacity: number; lease_duration_ms: number;
-  heartbeat_interval_ms: number; server_time: string; enabled: boolean;
-}) {
+export function welcomeFrame(
+  replyTo: string,
+  body: {
+    session_id: string;
+    subscription_id: string;
+    capacity: number;
+    lease_duration_ms: number;
+    heartbeat_interval_ms: number;
+    server_time: string;
+    enabled: boolean;
+  },
+) {
   return { ...base("events.welcome"), reply_to: replyTo, session_id: body.session_id, body };
 }
 

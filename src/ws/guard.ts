@@ -30,7 +30,12 @@ export function checkHandshake(req: IncomingMessage): void {
   if (!offersSubprotocol(req.headers["sec-websocket-protocol"])) throw protocolRequired();
   const upgrade = (req.headers.upgrade ?? "").toLowerCase();
   const key = req.headers["sec-websocket-key"] ?? "";
-  if (req.method !== "GET" || upgrade !== "websocket" || req.headers["sec-websocket-version"] !== "13" || !/^[+/0-9A-Za-z]{21}[AQgw]==$/.test(key)) {
+  if (
+    req.method !== "GET" ||
+    upgrade !== "websocket" ||
+    req.headers["sec-websocket-version"] !== "13" ||
+    !/^[+/0-9A-Za-z]{21}[AQgw]==$/.test(key)
+  ) {
     throw protocolRequired("a WebSocket 13 upgrade is required");
   }
 }

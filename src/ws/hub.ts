@@ -65,7 +65,9 @@ export class EventHub {
   private readonly connections = new Set<EventSession>();
   /** Session closes of connections that already left `connections`, still being written. */
   private readonly closingSessions = new Set<Promise<void>>();
-  private readonly scheduler = new ClaimScheduler<EventSession>((batch) => runClaims(batch, this.deps.claimPool, this.deps.leaseDurationMs));
+  private readonly scheduler = new ClaimScheduler<EventSession>((batch) =>
+    runClaims(batch, this.deps.claimPool, this.deps.leaseDurationMs),
+  );
   private readonly acks: AckBatcher;
   private readonly heads = new Map<string, string>();
   private readonly poll: NodeJS.Timeout;

@@ -42,8 +42,8 @@ export class SessionRecord {
     if (boundId === undefined && !writing) return;
     const id = writing ? writing.id : boundId!;
     const written = writing ? writing.inserted.catch(() => undefined) : Promise.resolve();
-    this.closed = written.then(() => recordSessionClose(this.pool, id)).catch((e: unknown) =>
-      this.log.log("warn", "session close not recorded", describeError(e)),
-    );
+    this.closed = written
+      .then(() => recordSessionClose(this.pool, id))
+      .catch((e: unknown) => this.log.log("warn", "session close not recorded", describeError(e)));
   }
 }

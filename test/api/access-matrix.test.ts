@@ -50,7 +50,20 @@ const ACKED = "ack"; // the ACK is confirmed (deduplicated=false) and the delive
 const LEASE_LOST = "LEASE_LOST"; // on the caller's connection bound to its OWN subscription:
 //                                  error DELIVERY_LEASE_LOST, the connection stays, D unchanged
 const NA = "n/a"; // the caller cannot open a connection at all (the upgrade row's refusal)
-type Cell = 101 | 200 | 201 | 401 | 403 | 404 | typeof LISTED | typeof UNLISTED | typeof WELCOME | typeof NOT_FOUND_CLOSE | typeof ACKED | typeof LEASE_LOST | typeof NA;
+type Cell =
+  | 101
+  | 200
+  | 201
+  | 401
+  | 403
+  | 404
+  | typeof LISTED
+  | typeof UNLISTED
+  | typeof WELCOME
+  | typeof NOT_FOUND_CLOSE
+  | typeof ACKED
+  | typeof LEASE_LOST
+  | typeof NA;
 type Row = readonly [Cell, Cell, Cell, Cell, Cell, Cell, Cell];
 
 // Targets: S = OWNER's subscription on q (max_attempts 1); D, E = two of S's deliveries,
@@ -117,7 +130,14 @@ describe("access matrix", function () {
 
   const tokenOf = (kind: Kind): string | undefined => (kind === "NONE" ? undefined : creds[kind].token);
 
-  async function call(where: string, kind: Kind, method: string, path: string, body?: unknown, idempotencyKey = false): Promise<RawResponse> {
+  async function call(
+    where: string,
+    kind: Kind,
+    method: string,
+    path: string,
+    body?: unknown,
+    idempotencyKey = false,
+  ): Promise<RawResponse> {
     const token = tokenOf(kind);
     const res = await request(node.url, {
       method,
@@ -135,13 +155,15 @@ describe("access matrix", function () {
     assert.ok(res.status === 200 || res.status === 201, `preparing ${method} ${path}: ${res.status} ${res.text}`);
     return res.json.data;
   }
-  const submit = async (): Promise<any> => (await prepare("POST", "/v1/tasks", { queue_id: q, input: { n: ++n } }, true)).task;
+  const submit = async (): Promise<any> =>
+    (await prepare("POST", "/v1/tasks", { queue_id: q, input: { n: ++n } }, true)).task;
   /** A RUNNING attempt of some task in q (claims take the oldest QUEUED task; any will do). */
   async function running(): Promise<{ attempt_id: string; task: any }> {
     await submit();
     return prepare("POST", "/v1/worker/claim", { queue_id: q });
   }
-  const delivery = async (id: string): Promise<any> => (await prepare("GET", `/v1/subscriptions/${S}/deliveries/${id}`)).delivery;
+  const delivery = async (id: string): Promise<any> =>
+    (await prepare("GET", `/v1/subscriptions/${S}/deliveries/${id}`)).delivery;
 
   async function open(where: string, kind: Kind): Promise<TestSocket> {
     const token = tokenOf(kind);
@@ -153,7 +175,10 @@ describe("access matrix", function () {
   async function refused(where: string, kind: Kind) {
     const token = tokenOf(kind);
     const r = await refusal(connect(node.url, token === undefined ? {} : { token }));
-    responses.push({ where: `${where}: ${kind} upgrade → ${r.status}`, text: typeof r.body === "string" ? r.body : JSON.stringify(r.body) });
+    responses.push({
+      where: `${where}: ${kind} upgrade → ${r.status}`,
+      text: typeof r.body === "string" ? r.body : JSON.stringify(r.body),
+    });
     return r;
   }
   async function shut(s: TestSocket): Promise<void> {
@@ -173,7 +198,12 @@ describe("access matrix", function () {
       bootstrap(db.url, { namespace: "ns", application: "app2", queues: ["q"], eventAccess: true }),
       bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true }),
       bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true }),
-      makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: [], queueIds: [q] }),
+      makeCredential(db, {
+        namespaceId: owner.namespace_id,
+        applicationId: owner.application_id,
+        actions: [],
+        queueIds: [q],
+      }),
     ]);
     node = n0;
     otherNs = ns2;
@@ -196,7 +226,8 @@ describe("access matrix", function () {
 
     // S (one attempt per delivery, so an expired lease leaves the delivery EXPIRED), and
     // two results in q after it: D and E.
-    S = (await prepare("POST", "/v1/subscriptions", { name: "owner-sub", queue_id: q, max_attempts: 1 }, true)).subscription.id;
+    S = (await prepare("POST", "/v1/subscriptions", { name: "owner-sub", queue_id: q, max_attempts: 1 }, true))
+      .subscription.id;
     for (let i = 0; i < 2; i++) {
       const t = await submit();
       await prepare("POST", `/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "a result for S" }, true);
@@ -204,7 +235,14 @@ describe("access matrix", function () {
     T = (await submit()).id;
     for (const k of ["SAME_APP", "OTHER_APP", "OTHER_NS"] as const) {
       const queue = k === "OTHER_NS" ? otherNs.queues[0]!.id : q;
-      const res = await call("set-up", k, "POST", "/v1/subscriptions", { name: `own-${k.toLowerCase()}`, queue_id: queue }, true);
+      const res = await call(
+        "set-up",
+        k,
+        "POST",
+        "/v1/subscriptions",
+        { name: `own-${k.toLowerCase()}`, queue_id: queue },
+        true,
+      );
       assert.equal(res.status, 201, res.text);
       ownSub[k] = res.json.data.subscription.id;
     }
@@ -262,9 +300,13 @@ describe("access matrix", function () {
     configureSubscription: {
       target: async () => {
         const s = await prepare("GET", `/v1/subscriptions/${S}`);
-        return { path: `/v1/subscriptions/${S}:configure`, body: { expected_revision: s.revision, enabled: true, reason } };
+        return {
+          path: `/v1/subscriptions/${S}:configure`,
+          body: { expected_revision: s.revision, enabled: true, reason },
+        };
       },
-      success: (d, _k, t) => assert.equal(BigInt(d.subscription.revision), BigInt((t.body as any).expected_revision) + 1n),
+      success: (d, _k, t) =>
+        assert.equal(BigInt(d.subscription.revision), BigInt((t.body as any).expected_revision) + 1n),
     },
     listEventDeliveries: {
       target: () => ({ path: `/v1/subscriptions/${S}/deliveries` }),
@@ -278,7 +320,10 @@ describe("access matrix", function () {
       target: async () => {
         const e = await delivery(E);
         assert.equal(e.state, "EXPIRED", "the retry target is EXPIRED when the cell runs");
-        return { path: `/v1/subscriptions/${S}/deliveries/${E}:retry`, body: { expected_revision: e.revision, reason, additional_attempts: 1 } };
+        return {
+          path: `/v1/subscriptions/${S}/deliveries/${E}:retry`,
+          body: { expected_revision: e.revision, reason, additional_attempts: 1 },
+        };
       },
       success: (d) => assert.equal(d.delivery.state, "PENDING"),
     },
@@ -291,15 +336,22 @@ describe("access matrix", function () {
       success: (d) => assert.equal(d.id, T),
     },
     cancelTask: {
-      target: async () => ({ path: `/v1/tasks/${(await submit()).id}:cancel`, body: { expected_revision: "1", reason } }),
+      target: async () => ({
+        path: `/v1/tasks/${(await submit()).id}:cancel`,
+        body: { expected_revision: "1", reason },
+      }),
       success: (d) => assert.equal(d.task.state, "CANCELLED"),
     },
     resolveTask: {
       target: async () => {
         const a = await running();
-        const t = (await prepare("POST", `/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "needs_review" })).task;
+        const t = (await prepare("POST", `/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "needs_review" }))
+          .task;
         assert.equal(t.state, "NEEDS_REVIEW");
-        return { path: `/v1/tasks/${t.id}:resolve`, body: { expected_revision: t.revision, outcome: "succeeded", result: { ok: true }, reason } };
+        return {
+          path: `/v1/tasks/${t.id}:resolve`,
+          body: { expected_revision: t.revision, outcome: "succeeded", result: { ok: true }, reason },
+        };
       },
       success: (d) => assert.equal(d.task.state, "SUCCEEDED"),
     },
@@ -311,7 +363,10 @@ describe("access matrix", function () {
       success: (d) => assert.deepEqual([d.task.queue_id, d.task.state], [q, "RUNNING"]),
     },
     completeAttempt: {
-      target: async () => ({ path: `/v1/worker/attempts/${(await running()).attempt_id}:complete`, body: { outcome: "succeeded", result: { ok: true } } }),
+      target: async () => ({
+        path: `/v1/worker/attempts/${(await running()).attempt_id}:complete`,
+        body: { outcome: "succeeded", result: { ok: true } },
+      }),
       success: (d) => assert.equal(d.task.state, "SUCCEEDED"),
     },
     requeueAttempt: {
@@ -334,7 +389,8 @@ describe("access matrix", function () {
   };
 
   const routeOf = (op: string) => ROUTES.find((r) => r.operationId === op);
-  const templateRe = (path: string) => new RegExp(`^${path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[a-z_]+\}/g, "[0-9a-f]{32}")}(\\?.*)?$`);
+  const templateRe = (path: string) =>
+    new RegExp(`^${path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[a-z_]+\}/g, "[0-9a-f]{32}")}(\\?.*)?$`);
 
   async function httpCell(op: HttpRow, kind: Kind, expected: Cell): Promise<void> {
     const route = routeOf(op)!;
@@ -352,13 +408,21 @@ describe("access matrix", function () {
       // A file served as is (no envelope): the headers every response carries.
       assert.match(String(res.headers["x-request-id"]), /^[0-9a-f]{32}$/);
       assert.equal(res.headers["cache-control"], "no-store");
-      assert.ok(String(res.headers["content-type"]).startsWith(route.rawContentType), String(res.headers["content-type"]));
+      assert.ok(
+        String(res.headers["content-type"]).startsWith(route.rawContentType),
+        String(res.headers["content-type"]),
+      );
     } else assertCommonHeaders(res);
     if (status >= 400) return;
     if (expected === LISTED || expected === UNLISTED) {
       const ids = (res.json.data.items as any[]).map((s) => s.id);
-      assert.equal(ids.includes(S), expected === LISTED, `S ${expected === LISTED ? "missing from" : "shown in"} ${kind}'s list`);
-      if (kind !== "OWNER") assert.ok(ids.includes(ownSub[kind as keyof typeof ownSub]), "its own subscription is listed");
+      assert.equal(
+        ids.includes(S),
+        expected === LISTED,
+        `S ${expected === LISTED ? "missing from" : "shown in"} ${kind}'s list`,
+      );
+      if (kind !== "OWNER")
+        assert.ok(ids.includes(ownSub[kind as keyof typeof ownSub]), "its own subscription is listed");
       return;
     }
     if (route.rawContentType === null && OPS[op].success) await OPS[op].success!(res.json.data, kind, t);
@@ -426,7 +490,11 @@ describe("access matrix", function () {
     it("has a row for every operation of the contract, with the method and path of its route", () => {
       const rows = Object.keys(MATRIX);
       for (const r of ROUTES) {
-        if (r.transport === "websocket") assert.ok(rows.some((x) => x.startsWith("ws: ")), r.operationId);
+        if (r.transport === "websocket")
+          assert.ok(
+            rows.some((x) => x.startsWith("ws: ")),
+            r.operationId,
+          );
         else assert.ok(r.operationId in OPS, `no row for ${r.operationId}`);
       }
     });
@@ -477,20 +545,29 @@ describe("access matrix", function () {
 
   // -- secrets ------------------------------------------------------------------------------
   describe("secrets", () => {
-    const tokenSecrets = () => Object.entries(creds).map(([k, c]) => ({ name: `${k}'s token secret`, value: c.token.slice(-43) }));
+    const tokenSecrets = () =>
+      Object.entries(creds).map(([k, c]) => ({ name: `${k}'s token secret`, value: c.token.slice(-43) }));
     /** Every lease secret issued, and the frame that issued it. */
     function leaseSecrets(): { name: string; value: string; issuer: string }[] {
       const out: { name: string; value: string; issuer: string }[] = [];
       for (const f of serverFrames) {
         const o = JSON.parse(f.text) as Frame;
-        if (o.type === "event.deliver") out.push({ name: `lease secret of ${o.body.delivery.id} epoch ${o.body.delivery.lease_epoch}`, value: o.body.lease_secret, issuer: f.text });
+        if (o.type === "event.deliver")
+          out.push({
+            name: `lease secret of ${o.body.delivery.id} epoch ${o.body.delivery.lease_epoch}`,
+            value: o.body.lease_secret,
+            issuer: f.text,
+          });
       }
       return out;
     }
 
     it("appear in no response and no server frame except the event.deliver frame that issues the lease secret", () => {
       const leases = leaseSecrets();
-      assert.ok(leases.some((l) => l.value === proofD.lease_secret), "D's lease secret is among those seen");
+      assert.ok(
+        leases.some((l) => l.value === proofD.lease_secret),
+        "D's lease secret is among those seen",
+      );
       assert.equal(new Set(leases.map((l) => l.value)).size, leases.length, "every lease secret is issued once");
       const secrets = [...tokenSecrets(), ...leases];
       for (const s of secrets) assert.match(s.value, /^[A-Za-z0-9_-]{43}$/);
@@ -509,7 +586,10 @@ describe("access matrix", function () {
       await node.stop();
       const streams = [node.process.stdout!, node.process.stderr!];
       await Promise.all(streams.map((st) => (st.closed ? undefined : new Promise((r) => st.once("close", r)))));
-      assert.ok(node.lines.some((l) => l.includes('"status":401')), "the log has the refused requests");
+      assert.ok(
+        node.lines.some((l) => l.includes('"status":401')),
+        "the log has the refused requests",
+      );
       const secrets = [...tokenSecrets(), ...leaseSecrets()];
       const leaks = node.lines.flatMap((l) => secrets.filter((s) => l.includes(s.value)).map((s) => `${s.name}: ${l}`));
       assert.deepEqual(leaks, []);

@@ -63,7 +63,8 @@ describe("worker calls committed in batches", () => {
       await c.end();
     }
   };
-  const metric = async (node: OrbitNode, re: RegExp) => Number(re.exec((await request(node.url, { path: "/metrics" })).text)?.[1] ?? NaN);
+  const metric = async (node: OrbitNode, re: RegExp) =>
+    Number(re.exec((await request(node.url, { path: "/metrics" })).text)?.[1] ?? NaN);
   const waiting = (node: OrbitNode) => metric(node, /^orbit_attempt_calls_waiting (\d+)/m);
   const batches = (node: OrbitNode) => metric(node, /^orbit_attempt_batch_size_count (\d+)/m);
 
@@ -84,9 +85,13 @@ describe("worker calls committed in batches", () => {
     const node = await startNode(db.url);
     try {
       const api = client(node.url, cred.token);
-      const stranger = client(node.url, (await bootstrap(db.url, { namespace: "ns", application: "other", queues: ["x"] })).token);
+      const stranger = client(
+        node.url,
+        (await bootstrap(db.url, { namespace: "ns", application: "other", queues: ["x"] })).token,
+      );
       const t = await running(api, 9);
-      const call = (c: Client, i: number, verb: string, body: unknown) => c.post(`/v1/worker/attempts/${t[i]!.attemptId}:${verb}`, body, null);
+      const call = (c: Client, i: number, verb: string, body: unknown) =>
+        c.post(`/v1/worker/attempts/${t[i]!.attemptId}:${verb}`, body, null);
 
       // Both batch slots: one call each, held on a task row lock.
       const lock = await lockTasks([t[0]!.taskId, t[1]!.taskId]);
@@ -137,18 +142,31 @@ describe("worker calls committed in batches", () => {
       assert.equal(c8!.json.data.task.state, "FAILED");
 
       // Nothing of the refused calls was written.
-      for (const i of [4, 5]) assert.deepEqual(await taskRow(t[i]!.taskId), { state: "RUNNING", revision: "2", ended_by: null });
+      for (const i of [4, 5])
+        assert.deepEqual(await taskRow(t[i]!.taskId), { state: "RUNNING", revision: "2", ended_by: null });
       assert.equal((await taskRow(t[3]!.taskId)).state, "SUCCEEDED");
       await waitSequenced(db, cred.namespace_id);
       const ids = new Set(t.map((x) => x.taskId));
       const events = (await readLog(db, cred.namespace_id)).events.filter((e) => ids.has(e.aggregate_id));
       assert.deepEqual(
         events.map((e) => [t.findIndex((x) => x.taskId === e.aggregate_id), e.type]).sort(),
-        [[0, "task.succeeded"], [1, "task.succeeded"], [2, "task.succeeded"], [3, "task.succeeded"], [6, "task.requeued"], [7, "task.needs_review"], [8, "task.failed"]],
+        [
+          [0, "task.succeeded"],
+          [1, "task.succeeded"],
+          [2, "task.succeeded"],
+          [3, "task.succeeded"],
+          [6, "task.requeued"],
+          [7, "task.needs_review"],
+          [8, "task.failed"],
+        ],
         "one event per call that moved its task",
       );
       const sequences = events.map((e) => BigInt(e.sequence)).sort((a, b) => (a < b ? -1 : 1));
-      assert.equal(sequences[sequences.length - 1]! - sequences[0]! + 1n, BigInt(sequences.length), "numbered without gaps");
+      assert.equal(
+        sequences[sequences.length - 1]! - sequences[0]! + 1n,
+        BigInt(sequences.length),
+        "numbered without gaps",
+      );
     } finally {
       await node.stop();
     }
@@ -159,7 +177,8 @@ describe("worker calls committed in batches", () => {
     try {
       const api = client(node.url, cred.token);
       const t = await running(api, 4);
-      const complete = (i: number) => api.post(`/v1/worker/attempts/${t[i]!.attemptId}:complete`, { outcome: "succeeded" }, null);
+      const complete = (i: number) =>
+        api.post(`/v1/worker/attempts/${t[i]!.attemptId}:complete`, { outcome: "succeeded" }, null);
       const slots = await lockTasks([t[0]!.taskId, t[1]!.taskId]);
       const late = await lockTasks([t[2]!.taskId]);
       const started = Date.now();
@@ -186,7 +205,11 @@ describe("worker calls committed in batches", () => {
       assert.equal(ry.status, 200, ry.text);
       assert.equal(ry.json.data.task.state, "SUCCEEDED");
       await sleep(200); // a commit behind x's back would land now
-      assert.deepEqual(await taskRow(t[2]!.taskId), { state: "RUNNING", revision: "2", ended_by: null }, "x committed nothing");
+      assert.deepEqual(
+        await taskRow(t[2]!.taskId),
+        { state: "RUNNING", revision: "2", ended_by: null },
+        "x committed nothing",
+      );
       assert.equal((await taskRow(t[3]!.taskId)).state, "SUCCEEDED");
     } finally {
       await node.stop();
@@ -205,7 +228,12 @@ describe("worker calls committed in batches", () => {
       await waitFor("the first batch to wait", async () => (await lockWaits()) === 1);
       held.push(completeOn(node, 1));
       await waitFor("the second batch to wait", async () => (await lockWaits()) === 2);
-      const lost = [2, 3, 4].map((i) => completeOn(node, i).then((r) => r.status, () => "no answer"));
+      const lost = [2, 3, 4].map((i) =>
+        completeOn(node, i).then(
+          (r) => r.status,
+          () => "no answer",
+        ),
+      );
       await waitFor("three calls to wait for a batch", async () => (await waiting(node)) === 3);
       await slots.query("COMMIT");
       for (const r of await Promise.all(held)) assert.equal(r.status, 200, r.text);
@@ -219,7 +247,12 @@ describe("worker calls committed in batches", () => {
       await late.end();
       await node.stop("SIGKILL");
     }
-    for (const i of [2, 3, 4]) assert.deepEqual(await taskRow(t[i]!.taskId), { state: "RUNNING", revision: "2", ended_by: null }, `task ${i} unchanged`);
+    for (const i of [2, 3, 4])
+      assert.deepEqual(
+        await taskRow(t[i]!.taskId),
+        { state: "RUNNING", revision: "2", ended_by: null },
+        `task ${i} unchanged`,
+      );
 
     const again = await startNode(db.url);
     try {
@@ -246,7 +279,9 @@ describe("worker calls committed in batches", () => {
     const workers = Array.from({ length: 16 }, async () => {
       while (next < t.length) {
         const i = next++;
-        await api.post(`/v1/worker/attempts/${t[i]!.attemptId}:complete`, { outcome: "succeeded" }, null).catch(() => undefined);
+        await api
+          .post(`/v1/worker/attempts/${t[i]!.attemptId}:complete`, { outcome: "succeeded" }, null)
+          .catch(() => undefined);
       }
     });
     await waitFor("some completions", async () => next >= 30);
@@ -263,15 +298,35 @@ describe("worker calls committed in batches", () => {
       );
       await c.end();
       const done = rows.filter((r) => r.state === "SUCCEEDED");
-      assert.ok(done.length > 0 && done.length < t.length, `the kill came mid-run (${done.length} of ${t.length} done)`);
+      assert.ok(
+        done.length > 0 && done.length < t.length,
+        `the kill came mid-run (${done.length} of ${t.length} done)`,
+      );
       for (const r of rows) {
-        const state = r.state === "SUCCEEDED" ? [r.ended_by, Number(r.events)] : [r.state, r.ended_by, Number(r.events)];
-        assert.deepEqual(state, r.state === "SUCCEEDED" ? ["complete", 1] : ["RUNNING", null, 0], `task ${r.id}: all of its completion or none`);
+        const state =
+          r.state === "SUCCEEDED" ? [r.ended_by, Number(r.events)] : [r.state, r.ended_by, Number(r.events)];
+        assert.deepEqual(
+          state,
+          r.state === "SUCCEEDED" ? ["complete", 1] : ["RUNNING", null, 0],
+          `task ${r.id}: all of its completion or none`,
+        );
       }
       // The workers retry what got no answer: each completes once more at most.
-      for (const x of t) assert.equal((await client(again.url, cred.token).post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded" }, null)).status, 200);
+      for (const x of t)
+        assert.equal(
+          (
+            await client(again.url, cred.token).post(
+              `/v1/worker/attempts/${x.attemptId}:complete`,
+              { outcome: "succeeded" },
+              null,
+            )
+          ).status,
+          200,
+        );
       await waitSequenced(db, cred.namespace_id);
-      const events = (await readLog(db, cred.namespace_id)).events.filter((e) => t.some((x) => x.taskId === e.aggregate_id));
+      const events = (await readLog(db, cred.namespace_id)).events.filter((e) =>
+        t.some((x) => x.taskId === e.aggregate_id),
+      );
       assert.equal(events.length, t.length, "one event per task");
     } finally {
       await again.stop();

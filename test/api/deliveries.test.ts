@@ -38,7 +38,12 @@ describe("deliveries", function () {
     await waitSequenced(db, cred.namespace_id);
   }
   async function subscription(extra: Record<string, unknown> = {}) {
-    const res = await api.post("/v1/subscriptions", { name: `s-${randomBytes(4).toString("hex")}`, queue_id: q, from_sequence: "0", ...extra });
+    const res = await api.post("/v1/subscriptions", {
+      name: `s-${randomBytes(4).toString("hex")}`,
+      queue_id: q,
+      from_sequence: "0",
+      ...extra,
+    });
     assert.equal(res.status, 201, res.text);
     return res.json.data.subscription as { id: string; cursor_sequence: string; revision: string };
   }
@@ -50,11 +55,23 @@ describe("deliveries", function () {
   });
   /** One connection's claim: the engine's claim with a single seat. */
   const claimOne = async (_: Pool, r: ReturnType<typeof session>) => {
-    const out = await claim(claimPool, { subscriptionId: r.subscriptionId, leaseDurationMs: r.leaseDurationMs, seats: [{ sessionId: r.sessionId, capacity: r.capacity }] });
+    const out = await claim(claimPool, {
+      subscriptionId: r.subscriptionId,
+      leaseDurationMs: r.leaseDurationMs,
+      seats: [{ sessionId: r.sessionId, capacity: r.capacity }],
+    });
     return { paused: out.paused, ...out.seats[0]! };
   };
-  const proof = (l: Lease) => ({ deliveryId: l.delivery.id, epoch: l.delivery.lease_epoch, secret: Buffer.from(l.leaseSecret, "base64url") });
-  const who = (subscriptionId: string) => ({ subscriptionId, namespaceId: cred.namespace_id, credentialId: cred.credential_id });
+  const proof = (l: Lease) => ({
+    deliveryId: l.delivery.id,
+    epoch: l.delivery.lease_epoch,
+    secret: Buffer.from(l.leaseSecret, "base64url"),
+  });
+  const who = (subscriptionId: string) => ({
+    subscriptionId,
+    namespaceId: cred.namespace_id,
+    credentialId: cred.credential_id,
+  });
 
   before(async () => {
     db = await freshDatabase("deliveries");
@@ -95,15 +112,37 @@ describe("deliveries", function () {
       ["PENDING", "LEASED", "ACKED", "EXPIRED"].map((st) => byState.get(st)?.length ?? 0),
       [2, 1, 1, 2],
     );
-    const base = ["attempt_budget", "attempts", "available_at", "created_at", "event_id", "id", "lease_epoch", "revision", "sequence", "state", "subscription_id"];
+    const base = [
+      "attempt_budget",
+      "attempts",
+      "available_at",
+      "created_at",
+      "event_id",
+      "id",
+      "lease_epoch",
+      "revision",
+      "sequence",
+      "state",
+      "subscription_id",
+    ];
     for (const d of list.json.data.items) {
       const extra = d.state === "LEASED" ? ["lease_until"] : d.state === "ACKED" ? ["acknowledged_at"] : [];
       assert.deepEqual(Object.keys(d).sort(), [...base, ...extra].sort(), d.state);
     }
-    assert.deepEqual(byState.get("PENDING")!.map((d) => [d.lease_epoch, d.attempts, d.revision]), [["0", 0, "1"], ["0", 0, "1"]]);
+    assert.deepEqual(
+      byState.get("PENDING")!.map((d) => [d.lease_epoch, d.attempts, d.revision]),
+      [
+        ["0", 0, "1"],
+        ["0", 0, "1"],
+      ],
+    );
     assert.equal(byState.get("LEASED")![0].id, fresh.delivery.id);
     const ex = byState.get("EXPIRED")![0];
-    assert.deepEqual([ex.lease_epoch, ex.attempts, ex.attempt_budget, ex.revision], ["1", 1, 1, "3"], "claimed once (2), recovered (3)");
+    assert.deepEqual(
+      [ex.lease_epoch, ex.attempts, ex.attempt_budget, ex.revision],
+      ["1", 1, 1, "3"],
+      "claimed once (2), recovered (3)",
+    );
 
     const detail = await api.get(`/v1/subscriptions/${s.id}/deliveries/${acked.deliveryId}`);
     assert.equal(detail.status, 200);
@@ -114,7 +153,14 @@ describe("deliveries", function () {
     assert.equal(detail.json.data.event.id, detail.json.data.delivery.event_id);
     assert.equal(detail.json.data.event.type, "task.cancelled");
     for (const res of [list, detail]) {
-      for (const leak of ["lease_secret", "digest", "session", "secret_input", leased[0]!.leaseSecret, fresh.leaseSecret]) {
+      for (const leak of [
+        "lease_secret",
+        "digest",
+        "session",
+        "secret_input",
+        leased[0]!.leaseSecret,
+        fresh.leaseSecret,
+      ]) {
         assert.ok(!res.text.includes(leak), `no ${leak} in a read`);
       }
     }
@@ -128,7 +174,11 @@ describe("deliveries", function () {
     const hidden = "request-content-no-read-shows";
     await api.post("/v1/tasks", { queue_id: own, input: { secret_input: hidden } });
     const a = (await api.post("/v1/worker/claim", { queue_id: own }, null)).json.data;
-    const done = await api.post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "failed", result: { n: 1 }, error: hidden }, null);
+    const done = await api.post(
+      `/v1/worker/attempts/${a.attempt_id}:complete`,
+      { outcome: "failed", result: { n: 1 }, error: hidden },
+      null,
+    );
     assert.equal(done.status, 200, done.text);
     await waitSequenced(db, cred.namespace_id);
     const [leased] = (await claimOne(pool, session(sub, 1))).leases;
@@ -154,8 +204,14 @@ describe("deliveries", function () {
     assert.equal(all.length, 6);
     assert.equal(new Set(all).size, 6);
     const full = (await api.get(`/v1/subscriptions/${s.id}/deliveries`)).json.data.items;
-    const order = [...full].sort((a: any, b: any) => (a.created_at === b.created_at ? (a.id < b.id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1));
-    assert.deepEqual(full.map((d: any) => d.id), order.map((d: any) => d.id), "created_at DESC, id DESC");
+    const order = [...full].sort((a: any, b: any) =>
+      a.created_at === b.created_at ? (a.id < b.id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1,
+    );
+    assert.deepEqual(
+      full.map((d: any) => d.id),
+      order.map((d: any) => d.id),
+      "created_at DESC, id DESC",
+    );
     const leased = await api.get(`/v1/subscriptions/${s.id}/deliveries?state=LEASED`);
     assert.equal(leased.json.data.items.length, 2);
     assert.ok(leased.json.data.items.every((d: any) => d.state === "LEASED"));
@@ -163,10 +219,18 @@ describe("deliveries", function () {
     const c = page1.json.data.next_cursor;
     assert.ok(c);
     assert.equal((await api.get(`/v1/subscriptions/${s.id}/deliveries?state=PENDING&limit=1&cursor=${c}`)).status, 200);
-    assertError(await api.get(`/v1/subscriptions/${s.id}/deliveries?state=LEASED&cursor=${c}`), 400, "INVALID_ARGUMENT");
+    assertError(
+      await api.get(`/v1/subscriptions/${s.id}/deliveries?state=LEASED&cursor=${c}`),
+      400,
+      "INVALID_ARGUMENT",
+    );
     assertError(await api.get(`/v1/subscriptions/${s.id}/deliveries?cursor=${c}`), 400, "INVALID_ARGUMENT");
     const other = await subscription();
-    assertError(await api.get(`/v1/subscriptions/${other.id}/deliveries?state=PENDING&cursor=${c}`), 400, "INVALID_ARGUMENT");
+    assertError(
+      await api.get(`/v1/subscriptions/${other.id}/deliveries?state=PENDING&cursor=${c}`),
+      400,
+      "INVALID_ARGUMENT",
+    );
     for (const bad of ["state=leased", "state=", "limit=0", "limit=101", "state=ACKED&state=ACKED", "queue_id=" + q]) {
       assertError(await api.get(`/v1/subscriptions/${s.id}/deliveries?${bad}`), 400, "INVALID_ARGUMENT");
     }
@@ -179,13 +243,18 @@ describe("deliveries", function () {
     await claimOne(pool, session(s.id, 1, 60000)); // stays LEASED
     await sleep(400);
     await claimOne(pool, session(s.id, 0)); // the two short leases: EXPIRED
-    const full = (await api.get(`/v1/subscriptions/${s.id}/deliveries?limit=100`)).json.data.items as { id: string; state: string }[];
+    const full = (await api.get(`/v1/subscriptions/${s.id}/deliveries?limit=100`)).json.data.items as {
+      id: string;
+      state: string;
+    }[];
     assert.equal(full.length, 6);
     for (const state of ["PENDING", "LEASED", "ACKED", "EXPIRED"]) {
       const paged: string[] = [];
       let cursor: string | undefined;
       do {
-        const res = await api.get(`/v1/subscriptions/${s.id}/deliveries?state=${state}&limit=1${cursor ? `&cursor=${cursor}` : ""}`);
+        const res = await api.get(
+          `/v1/subscriptions/${s.id}/deliveries?state=${state}&limit=1${cursor ? `&cursor=${cursor}` : ""}`,
+        );
         assert.equal(res.status, 200, res.text);
         assert.ok(res.json.data.items.length <= 1);
         for (const d of res.json.data.items) assert.equal(d.state, state);
@@ -207,12 +276,19 @@ describe("deliveries", function () {
     assertError(await api.get(`/v1/subscriptions/${a.id}/deliveries/${ID}`), 404, "NOT_FOUND");
     assertError(await api.get(`/v1/subscriptions/${a.id}/deliveries/${d.id.toUpperCase()}`), 404, "NOT_FOUND");
     assertError(
-      await api.post(`/v1/subscriptions/${b.id}/deliveries/${d.id}:retry`, { expected_revision: d.revision, reason: "x", additional_attempts: 1 }),
+      await api.post(`/v1/subscriptions/${b.id}/deliveries/${d.id}:retry`, {
+        expected_revision: d.revision,
+        reason: "x",
+        additional_attempts: 1,
+      }),
       404,
       "NOT_FOUND",
     );
     // 404 before 400 (the order of checks): an unknown delivery is not found, whatever the body or key.
-    for (const [body, key] of [[{}, undefined], [{ expected_revision: "1", reason: "x", additional_attempts: 1 }, null]] as const) {
+    for (const [body, key] of [
+      [{}, undefined],
+      [{ expected_revision: "1", reason: "x", additional_attempts: 1 }, null],
+    ] as const) {
       assertError(await api.post(`/v1/subscriptions/${a.id}/deliveries/${ID}:retry`, body, key), 404, "NOT_FOUND");
       assertError(await api.post(`/v1/subscriptions/${b.id}/deliveries/${d.id}:retry`, body, key), 404, "NOT_FOUND");
     }
@@ -223,9 +299,18 @@ describe("deliveries", function () {
     // docs/protocol.md §1: besides the action permission, every operation checks the queue
     // scope and the subscription's owner — the owner's too. No API narrows a
     // credential, so its queue scope is narrowed by hand (the credential keeps another queue).
-    const scoped = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "scope-other"], eventAccess: true });
+    const scoped = await bootstrap(db.url, {
+      namespace: "ns",
+      application: "app",
+      queues: ["q", "scope-other"],
+      eventAccess: true,
+    });
     const api2 = client(node.url, scoped.token);
-    const res = await api2.post("/v1/subscriptions", { name: `s-${randomBytes(4).toString("hex")}`, queue_id: q, from_sequence: "0" });
+    const res = await api2.post("/v1/subscriptions", {
+      name: `s-${randomBytes(4).toString("hex")}`,
+      queue_id: q,
+      from_sequence: "0",
+    });
     assert.equal(res.status, 201, res.text);
     const sid = res.json.data.subscription.id as string;
     const d = (await claimOne(pool, session(sid, 1))).leases[0]!.delivery;
@@ -235,12 +320,19 @@ describe("deliveries", function () {
       api2.post(`${base}:configure`, { expected_revision: "1", enabled: false, reason: "out of scope" }),
       api2.get(`${base}/deliveries`),
       api2.get(`${base}/deliveries/${d.id}`),
-      api2.post(`${base}/deliveries/${d.id}:retry`, { expected_revision: d.revision, reason: "out of scope", additional_attempts: 1 }),
+      api2.post(`${base}/deliveries/${d.id}:retry`, {
+        expected_revision: d.revision,
+        reason: "out of scope",
+        additional_attempts: 1,
+      }),
       api2.get(`/v1/subscriptions?queue_id=${q}`),
     ];
     const c = await db.connect();
     try {
-      await c.query("DELETE FROM credential_queues WHERE credential_id = ? AND queue_id = ?", [scoped.credential_id, q]);
+      await c.query("DELETE FROM credential_queues WHERE credential_id = ? AND queue_id = ?", [
+        scoped.credential_id,
+        q,
+      ]);
       for (const call of calls()) assertError(await call, 404, "NOT_FOUND");
       await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [scoped.credential_id, q]);
     } finally {
@@ -257,7 +349,11 @@ describe("deliveries", function () {
     const s = await subscription({ max_attempts: 1, max_pending: 1 });
     const first = (await claimOne(pool, session(s.id, 1, 200))).leases[0]!;
     const path = `/v1/subscriptions/${s.id}/deliveries/${first.delivery.id}:retry`;
-    assertError(await api.post(path, { expected_revision: first.delivery.revision, reason: "early", additional_attempts: 1 }), 409, "STATE_CONFLICT");
+    assertError(
+      await api.post(path, { expected_revision: first.delivery.revision, reason: "early", additional_attempts: 1 }),
+      409,
+      "STATE_CONFLICT",
+    );
     await sleep(300);
     await claimOne(pool, session(s.id, 1)); // recovers: budget spent → EXPIRED
     const expired = (await api.get(`/v1/subscriptions/${s.id}/deliveries/${first.delivery.id}`)).json.data.delivery;
@@ -273,8 +369,16 @@ describe("deliveries", function () {
     ]) {
       assertError(await api.post(path, body), 400, "INVALID_ARGUMENT");
     }
-    assertError(await api.post(path, { expected_revision: "1", reason: "x", additional_attempts: 1 }), 409, "STATE_CONFLICT");
-    const body = { expected_revision: expired.revision, reason: "receiver persistence failure repaired", additional_attempts: 2 };
+    assertError(
+      await api.post(path, { expected_revision: "1", reason: "x", additional_attempts: 1 }),
+      409,
+      "STATE_CONFLICT",
+    );
+    const body = {
+      expected_revision: expired.revision,
+      reason: "receiver persistence failure repaired",
+      additional_attempts: 2,
+    };
     const retriedFrom = Date.now();
     const res = await api.post(path, body, "retry-1");
     assert.equal(res.status, 200, res.text);
@@ -291,27 +395,44 @@ describe("deliveries", function () {
     assert.equal(d.created_at, expired.created_at);
     // available_at is the earliest time it may be re-sent (protocol §4): EXPIRED, it could
     // not be re-sent before the retry.
-    assert.ok(Date.parse(d.available_at) >= retriedFrom, `available_at ${d.available_at} is the retry's time, not the last recovery's (${expired.available_at})`);
+    assert.ok(
+      Date.parse(d.available_at) >= retriedFrom,
+      `available_at ${d.available_at} is the retry's time, not the last recovery's (${expired.available_at})`,
+    );
     const replay = await api.post(path, body, "retry-1");
     assert.equal(replay.status, 200);
     assert.equal(replay.json.data.deduplicated, true);
     assert.deepEqual(replay.json.data.delivery, d);
-    assert.equal((await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery.attempt_budget, 3, "the replay added nothing");
+    assert.equal(
+      (await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery.attempt_budget,
+      3,
+      "the replay added nothing",
+    );
     assertError(await api.post(path, { ...body, additional_attempts: 3 }, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");
     // The same key and body on another delivery is other content (the path target is part of
     // it): 409, never the first delivery's receipt, and that delivery is left alone.
     // Created with the retry's key: keys are scoped to their operation kind.
-    const created2 = await api.post("/v1/subscriptions", { name: `s-${randomBytes(4).toString("hex")}`, queue_id: q, from_sequence: "0", max_pending: 1 }, "retry-1");
+    const created2 = await api.post(
+      "/v1/subscriptions",
+      { name: `s-${randomBytes(4).toString("hex")}`, queue_id: q, from_sequence: "0", max_pending: 1 },
+      "retry-1",
+    );
     assert.equal(created2.status, 201, created2.text);
     const s2 = created2.json.data.subscription as { id: string };
     await claimOne(pool, session(s2.id, 0)); // materialises one PENDING delivery
     const [other] = (await api.get(`/v1/subscriptions/${s2.id}/deliveries`)).json.data.items;
-    assertError(await api.post(`/v1/subscriptions/${s2.id}/deliveries/${other.id}:retry`, body, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");
+    assertError(
+      await api.post(`/v1/subscriptions/${s2.id}/deliveries/${other.id}:retry`, body, "retry-1"),
+      409,
+      "IDEMPOTENCY_CONFLICT",
+    );
     assert.deepEqual((await api.get(`/v1/subscriptions/${s2.id}/deliveries/${other.id}`)).json.data.delivery, other);
     const c0 = await db.connect();
     try {
       // The claimable rows are read as `lease_until IS NULL` (migrations/000018): no PENDING row may keep one.
-      const [stray] = await c0.query<any[]>("SELECT COUNT(*) AS n FROM deliveries WHERE state = 'PENDING' AND lease_until IS NOT NULL");
+      const [stray] = await c0.query<any[]>(
+        "SELECT COUNT(*) AS n FROM deliveries WHERE state = 'PENDING' AND lease_until IS NOT NULL",
+      );
       assert.equal(Number(stray[0].n), 0);
     } finally {
       await c0.end();
@@ -321,8 +442,16 @@ describe("deliveries", function () {
     const refuseRetry = async (state: string, key: string) => {
       const now = (await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery;
       assert.equal(now.state, state);
-      assertError(await api.post(path, { expected_revision: now.revision, reason: "not expired", additional_attempts: 1 }, key), 409, "STATE_CONFLICT");
-      assert.deepEqual((await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery, now, `a ${state} delivery is left as it was`);
+      assertError(
+        await api.post(path, { expected_revision: now.revision, reason: "not expired", additional_attempts: 1 }, key),
+        409,
+        "STATE_CONFLICT",
+      );
+      assert.deepEqual(
+        (await api.get(`/v1/subscriptions/${s.id}/deliveries/${d.id}`)).json.data.delivery,
+        now,
+        `a ${state} delivery is left as it was`,
+      );
     };
     await refuseRetry("PENDING", "retry-pending");
     // The retried delivery is claimed again with a new epoch.
@@ -332,14 +461,24 @@ describe("deliveries", function () {
     assert.equal(again.delivery.attempts, 2);
     assert.ok((await ack(claimPool, who(s.id), [proof(again)]))[0]?.ok);
     await refuseRetry("ACKED", "retry-acked");
-    assert.equal((await api.get(`/v1/subscriptions/${s.id}`)).json.data.pending_count, 0, "ACKED, and no retry brought it back");
+    assert.equal(
+      (await api.get(`/v1/subscriptions/${s.id}`)).json.data.pending_count,
+      0,
+      "ACKED, and no retry brought it back",
+    );
     const c = await db.connect();
     try {
-      const [rows] = await c.query<any[]>("SELECT action, reason, details, revision_before, revision_after FROM audit_records WHERE delivery_id = ? AND action = 'delivery.retry'", [d.id]);
+      const [rows] = await c.query<any[]>(
+        "SELECT action, reason, details, revision_before, revision_after FROM audit_records WHERE delivery_id = ? AND action = 'delivery.retry'",
+        [d.id],
+      );
       assert.equal(rows.length, 1, "one audit record, not two");
       assert.equal(rows[0].reason, "receiver persistence failure repaired");
       assert.equal(JSON.parse(rows[0].details).additional_attempts, 2);
-      assert.deepEqual([String(rows[0].revision_before), String(rows[0].revision_after)], [expired.revision, d.revision]);
+      assert.deepEqual(
+        [String(rows[0].revision_before), String(rows[0].revision_after)],
+        [expired.revision, d.revision],
+      );
     } finally {
       await c.end();
     }
@@ -415,12 +554,22 @@ describe("deliveries", function () {
       );
       await x.query("COMMIT");
       const out = await claiming;
-      assert.deepEqual(out.leases.map((l) => l.delivery.id), [other], "only the row it leased is sent");
+      assert.deepEqual(
+        out.leases.map((l) => l.delivery.id),
+        [other],
+        "only the row it leased is sent",
+      );
       assert.equal(out.held, 1);
-      const [rows] = await x.query<any[]>("SELECT id, state, session_id, lease_epoch FROM deliveries WHERE id IN (?, ?) ORDER BY id = ?", [won, other, won]);
+      const [rows] = await x.query<any[]>(
+        "SELECT id, state, session_id, lease_epoch FROM deliveries WHERE id IN (?, ?) ORDER BY id = ?",
+        [won, other, won],
+      );
       assert.deepEqual(
         rows.map((r) => [r.id, r.state, r.session_id, String(r.lease_epoch)]),
-        [[other, "LEASED", seat.sessionId, "2"], [won, "ACKED", null, "1"]],
+        [
+          [other, "LEASED", seat.sessionId, "2"],
+          [won, "ACKED", null, "1"],
+        ],
       );
       const [again] = await ack(claimPool, who(s.id), [proof(out.leases[0]!)]);
       assert.ok(again?.ok, "the lease sent is a valid one");
@@ -461,7 +610,11 @@ describe("deliveries", function () {
     assert.ok(first);
     await sleep(250);
     const again = await claimOne(pool, seat);
-    assert.deepEqual(again.leases.map((l) => [l.delivery.id, l.delivery.lease_epoch]), [[first.delivery.id, "2"]], "re-sent by the claim that recovered it");
+    assert.deepEqual(
+      again.leases.map((l) => [l.delivery.id, l.delivery.lease_epoch]),
+      [[first.delivery.id, "2"]],
+      "re-sent by the claim that recovered it",
+    );
     assert.equal(again.held, 1, "within capacity 1");
   });
 
@@ -476,9 +629,15 @@ describe("deliveries", function () {
     assert.deepEqual([full.leases.length, full.held], [0, 2], "at capacity: nothing more, 4 PENDING notwithstanding");
     const wider = await claimOne(pool, { ...seat, capacity: 3 });
     assert.deepEqual([wider.leases.length, wider.held], [1, 3], "room for one more: one");
-    const [rows] = await pool.query<any[]>("SELECT state, session_id, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? GROUP BY state, session_id", [s.id]);
+    const [rows] = await pool.query<any[]>(
+      "SELECT state, session_id, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? GROUP BY state, session_id",
+      [s.id],
+    );
     const counts = new Map(rows.map((r) => [`${r.state} ${r.session_id}`, Number(r.n)]));
-    assert.deepEqual([...counts].sort(), [[`LEASED ${seat.sessionId}`, 3], ["PENDING null", 3]]);
+    assert.deepEqual([...counts].sort(), [
+      [`LEASED ${seat.sessionId}`, 3],
+      ["PENDING null", 3],
+    ]);
   });
 
   it("leases a connection no more than its free write slots, and the next connection of the claim the rest", async () => {
@@ -488,20 +647,47 @@ describe("deliveries", function () {
     const s = await subscription({ max_attempts: 5 });
     const [a, b] = [session(s.id, 4), session(s.id, 4)];
     const out = await claim(claimPool, {
-      subscriptionId: s.id, leaseDurationMs: 60000,
-      seats: [{ sessionId: a.sessionId, capacity: 4, maxLeases: 1 }, { sessionId: b.sessionId, capacity: 4 }],
+      subscriptionId: s.id,
+      leaseDurationMs: 60000,
+      seats: [
+        { sessionId: a.sessionId, capacity: 4, maxLeases: 1 },
+        { sessionId: b.sessionId, capacity: 4 },
+      ],
     });
-    assert.deepEqual(out.seats.map((seat) => [seat.leases.length, seat.held]), [[1, 1], [4, 4]]);
+    assert.deepEqual(
+      out.seats.map((seat) => [seat.leases.length, seat.held]),
+      [
+        [1, 1],
+        [4, 4],
+      ],
+    );
     const [first, rest] = out.seats.map((seat) => seat.leases.map((l) => BigInt(l.delivery.sequence)));
-    assert.ok(rest!.every((n) => n > first![0]!), "oldest first, to the first seat");
-    const [rows] = await pool.query<any[]>("SELECT session_id, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'LEASED' GROUP BY session_id", [s.id]);
-    assert.deepEqual(new Map(rows.map((r) => [r.session_id, Number(r.n)])), new Map([[a.sessionId, 1], [b.sessionId, 4]]));
+    assert.ok(
+      rest!.every((n) => n > first![0]!),
+      "oldest first, to the first seat",
+    );
+    const [rows] = await pool.query<any[]>(
+      "SELECT session_id, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'LEASED' GROUP BY session_id",
+      [s.id],
+    );
+    assert.deepEqual(
+      new Map(rows.map((r) => [r.session_id, Number(r.n)])),
+      new Map([
+        [a.sessionId, 1],
+        [b.sessionId, 4],
+      ]),
+    );
   });
 
   it("refuses a revoked credential's claims and ACKs in the database: nothing more leased, nothing ACKed", async () => {
     // Protocol §7: a revoked credential's open connections may neither claim nor ACK; the engine
     // reads the revocation in the claim's and the ACK's own transaction.
-    const owner = await bootstrap(db.url, { namespace: "revoked", application: "app", queues: ["q"], eventAccess: true });
+    const owner = await bootstrap(db.url, {
+      namespace: "revoked",
+      application: "app",
+      queues: ["q"],
+      eventAccess: true,
+    });
     const api2 = client(node.url, owner.token);
     const queue = owner.queues[0]!.id;
     for (let i = 0; i < 3; i++) {
@@ -509,15 +695,33 @@ describe("deliveries", function () {
       await api2.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
     }
     await waitSequenced(db, owner.namespace_id);
-    const sub = (await api2.post("/v1/subscriptions", { name: "revoked", queue_id: queue, from_sequence: "0" })).json.data.subscription.id as string;
+    const sub = (await api2.post("/v1/subscriptions", { name: "revoked", queue_id: queue, from_sequence: "0" })).json
+      .data.subscription.id as string;
     const seat = { sessionId: randomBytes(16).toString("hex"), capacity: 1 };
-    const lease = (await claim(claimPool, { subscriptionId: sub, leaseDurationMs: 60000, seats: [seat] })).seats[0]!.leases[0]!;
-    assert.equal((await runCli(["revoke", "--credential", owner.credential_id], { ORBIT_DATABASE_URL: db.url })).code, 0);
+    const lease = (await claim(claimPool, { subscriptionId: sub, leaseDurationMs: 60000, seats: [seat] })).seats[0]!
+      .leases[0]!;
+    assert.equal(
+      (await runCli(["revoke", "--credential", owner.credential_id], { ORBIT_DATABASE_URL: db.url })).code,
+      0,
+    );
     const by = { subscriptionId: sub, namespaceId: owner.namespace_id, credentialId: owner.credential_id };
     await assert.rejects(ack(claimPool, by, [proof(lease)]), (e: { code?: string }) => e.code === "UNAUTHENTICATED");
-    await assert.rejects(claim(claimPool, { subscriptionId: sub, leaseDurationMs: 60000, seats: [{ ...seat, capacity: 3 }] }), (e: { code?: string }) => e.code === "UNAUTHENTICATED");
-    const [rows] = await pool.query<any[]>("SELECT state, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? GROUP BY state", [sub]);
-    assert.deepEqual(new Map(rows.map((r) => [r.state, Number(r.n)])), new Map([["LEASED", 1], ["PENDING", 2]]), "the lease stays unACKed, nothing more leased");
+    await assert.rejects(
+      claim(claimPool, { subscriptionId: sub, leaseDurationMs: 60000, seats: [{ ...seat, capacity: 3 }] }),
+      (e: { code?: string }) => e.code === "UNAUTHENTICATED",
+    );
+    const [rows] = await pool.query<any[]>(
+      "SELECT state, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? GROUP BY state",
+      [sub],
+    );
+    assert.deepEqual(
+      new Map(rows.map((r) => [r.state, Number(r.n)])),
+      new Map([
+        ["LEASED", 1],
+        ["PENDING", 2],
+      ]),
+      "the lease stays unACKed, nothing more leased",
+    );
   });
 
   it("materialises news in the claim that finds it, also right after a claim that had nothing to materialise", async () => {
@@ -534,11 +738,20 @@ describe("deliveries", function () {
     const next = await claimOne(pool, session(s.id, 10));
     const sequences = next.leases.map((l) => BigInt(l.delivery.sequence));
     assert.equal(sequences.length, 5, "the 3 recovered and the 2 new, in one claim");
-    assert.deepEqual(next.leases.slice(0, 3).map((l) => l.delivery.id), first.leases.map((l) => l.delivery.id), "recovered, oldest first");
-    assert.deepEqual([...sequences].sort((a, b) => (a < b ? -1 : 1)), sequences);
+    assert.deepEqual(
+      next.leases.slice(0, 3).map((l) => l.delivery.id),
+      first.leases.map((l) => l.delivery.id),
+      "recovered, oldest first",
+    );
+    assert.deepEqual(
+      [...sequences].sort((a, b) => (a < b ? -1 : 1)),
+      sequences,
+    );
     const after = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
     assert.equal(after.pending_count, 5);
-    const [[head]] = (await pool.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id])) as any;
+    const [[head]] = (await pool.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [
+      cred.namespace_id,
+    ])) as any;
     assert.equal(after.cursor_sequence, String(head.head_sequence));
   });
 
@@ -560,11 +773,20 @@ describe("deliveries", function () {
     ]).finally(() => clearTimeout(timer));
     assert.ok(answered, "every ACK was answered");
     const [outcomes, second] = answered;
-    assert.ok(outcomes.every((o) => o.ok && o.deliveryId === l1!.delivery.id), JSON.stringify(outcomes.find((o) => !o.ok)));
+    assert.ok(
+      outcomes.every((o) => o.ok && o.deliveryId === l1!.delivery.id),
+      JSON.stringify(outcomes.find((o) => !o.ok)),
+    );
     assert.equal(outcomes.filter((o) => o.ok && !o.deduplicated).length, 1, "one ACK counts, the rest are its replays");
     assert.deepEqual([second.ok, second.ok && second.deduplicated, second.deliveryId], [true, false, l2!.delivery.id]);
-    for (const [s, l] of [[s1, l1!], [s2, l2!]] as const) {
-      assert.equal((await api.get(`/v1/subscriptions/${s.id}/deliveries/${l.delivery.id}`)).json.data.delivery.state, "ACKED");
+    for (const [s, l] of [
+      [s1, l1!],
+      [s2, l2!],
+    ] as const) {
+      assert.equal(
+        (await api.get(`/v1/subscriptions/${s.id}/deliveries/${l.delivery.id}`)).json.data.delivery.state,
+        "ACKED",
+      );
     }
   });
 
@@ -581,7 +803,11 @@ describe("deliveries", function () {
     }
     const d = (await api.get(`/v1/subscriptions/${s.id}/deliveries/${first.delivery.id}`)).json.data.delivery;
     const path = `/v1/subscriptions/${s.id}/deliveries/${d.id}:retry`;
-    assertError(await api.post(path, { expected_revision: d.revision, reason: "x", additional_attempts: 51 }), 409, "STATE_CONFLICT");
+    assertError(
+      await api.post(path, { expected_revision: d.revision, reason: "x", additional_attempts: 51 }),
+      409,
+      "STATE_CONFLICT",
+    );
     const ok = await api.post(path, { expected_revision: d.revision, reason: "x", additional_attempts: 50 });
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.json.data.delivery.attempt_budget, 1000000);
@@ -607,17 +833,29 @@ describe("deliveries", function () {
 
   it("keeps under retention every event a delivery still owes; an ACKED one's purged event is 410", async () => {
     // A namespace of its own: other subscriptions here still owe the older events.
-    const own = await bootstrap(db.url, { namespace: "retained", application: "app", queues: ["q"], eventAccess: true });
+    const own = await bootstrap(db.url, {
+      namespace: "retained",
+      application: "app",
+      queues: ["q"],
+      eventAccess: true,
+    });
     const api2 = client(node.url, own.token);
     for (let i = 0; i < 3; i++) {
       const t = (await api2.post("/v1/tasks", { queue_id: own.queues[0]!.id, input: i })).json.data.task;
       await api2.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
     }
     await waitSequenced(db, own.namespace_id);
-    const created = await api2.post("/v1/subscriptions", { name: "retained", queue_id: own.queues[0]!.id, from_sequence: "0", max_pending: 2 });
+    const created = await api2.post("/v1/subscriptions", {
+      name: "retained",
+      queue_id: own.queues[0]!.id,
+      from_sequence: "0",
+      max_pending: 2,
+    });
     const sid = created.json.data.subscription.id as string;
     const [first, second] = (await claimOne(pool, session(sid, 2))).leases;
-    await ack(claimPool, { subscriptionId: sid, namespaceId: own.namespace_id, credentialId: own.credential_id }, [proof(first!)]);
+    await ack(claimPool, { subscriptionId: sid, namespaceId: own.namespace_id, credentialId: own.credential_id }, [
+      proof(first!),
+    ]);
     const res = await runCli(["purge", "--namespace", "retained", "--before", "4"], { ORBIT_DATABASE_URL: db.url });
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /purged 2 events/, "event 1 (ACKED) and event 3 (never materialised) go; event 2 stays");

@@ -111,7 +111,11 @@ describe("HTTP basics", () => {
           assertError(res, 400, "INVALID_ARGUMENT");
           assertContract(op, res);
         }
-        assert.equal(withBody.json.error.message, "this operation takes no body", "refused as a body, not as a malformed request");
+        assert.equal(
+          withBody.json.error.message,
+          "this operation takes no body",
+          "refused as a body, not as a malformed request",
+        );
       }
     });
 
@@ -138,15 +142,29 @@ describe("HTTP basics", () => {
       for (const path of ["/v1/credential/", "/V1/CREDENTIAL", "/HEALTHZ", `/v1/Tasks/${ID}`, `/v1/tasks/${ID}/`]) {
         assertError(await call({ path }), 404, "NOT_FOUND");
       }
-      const configure = (path: string) => call({ method: "POST", path, headers: [freshKey()], body: JSON.stringify({ expected_revision: "1", enabled: false, reason: "r" }) });
+      const configure = (path: string) =>
+        call({
+          method: "POST",
+          path,
+          headers: [freshKey()],
+          body: JSON.stringify({ expected_revision: "1", enabled: false, reason: "r" }),
+        });
       const created = await create(validCreate(), [freshKey()]);
       assert.equal(created.status, 201, created.text);
       const sub = created.json.data.subscription.id as string;
       // Read exactly, no operation has the action ":Configure": an unknown path.
       assertError(await configure(`/v1/subscriptions/${sub}:Configure`), 404, "NOT_FOUND");
       assertError(await configure(`/V1/subscriptions/${sub}:configure`), 404, "NOT_FOUND");
-      assertError(await call({ method: "POST", path: "/v1/subscriptions/", headers: [freshKey()], body: validCreate() }), 404, "NOT_FOUND");
-      assert.equal((await call({ path: `/v1/subscriptions/${sub}` })).json.data.revision, "1", "nothing was configured");
+      assertError(
+        await call({ method: "POST", path: "/v1/subscriptions/", headers: [freshKey()], body: validCreate() }),
+        404,
+        "NOT_FOUND",
+      );
+      assert.equal(
+        (await call({ path: `/v1/subscriptions/${sub}` })).json.data.revision,
+        "1",
+        "nothing was configured",
+      );
     });
 
     it("answers a known path with the wrong method with 405 and Allow", async () => {
@@ -188,9 +206,18 @@ describe("HTTP basics", () => {
       assert.equal((await call({ method: "PUT", path: `/v1/tasks/${ID}` })).headers.allow, "HEAD, GET");
       // An action no operation has — a case variant, another resource's action, a typo — is
       // an unknown path to every method: 404 with no Allow, for POST as for GET.
-      for (const path of [`/v1/tasks/${ID}:Cancel`, `/v1/tasks/${ID}:retry`, `/v1/subscriptions/${ID}:cancel`, `/v1/tasks/${ID}:`, `/v1/worker/attempts/${ID}:heartbeat`]) {
+      for (const path of [
+        `/v1/tasks/${ID}:Cancel`,
+        `/v1/tasks/${ID}:retry`,
+        `/v1/subscriptions/${ID}:cancel`,
+        `/v1/tasks/${ID}:`,
+        `/v1/worker/attempts/${ID}:heartbeat`,
+      ]) {
         for (const method of ["POST", "GET", "HEAD", "PUT"]) {
-          for (const res of [await call({ method, path, headers: [freshKey()], ...(method === "POST" ? { body: "{}" } : {}) }), await request(node.url, { method, path })]) {
+          for (const res of [
+            await call({ method, path, headers: [freshKey()], ...(method === "POST" ? { body: "{}" } : {}) }),
+            await request(node.url, { method, path }),
+          ]) {
             assert.equal(res.status, 404, `${method} ${path}: ${res.text}`);
             assert.equal(res.headers.allow, undefined, `${method} ${path}`);
             if (method !== "HEAD") assertError(res, 404, "NOT_FOUND");
@@ -199,7 +226,11 @@ describe("HTTP basics", () => {
       }
       // POST is still the action's: authentication, then the task's scope.
       assertError(await request(node.url, { method: "POST", path: `/v1/tasks/${ID}:cancel` }), 401, "UNAUTHENTICATED");
-      assertError(await call({ method: "POST", path: `/v1/tasks/${ID}:cancel`, headers: [freshKey()], body: "{}" }), 404, "NOT_FOUND");
+      assertError(
+        await call({ method: "POST", path: `/v1/tasks/${ID}:cancel`, headers: [freshKey()], body: "{}" }),
+        404,
+        "NOT_FOUND",
+      );
     });
 
     it("answers CONNECT in the envelope, as any other method, then closes the connection", async () => {
@@ -227,21 +258,44 @@ describe("HTTP basics", () => {
       // Node hands each such request over with its parser gone; the node gives it back to a
       // fresh parser, which must not queue its answer where nothing would ever write it: all
       // three pipelined ones are answered.
-      const offer = "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n";
+      const offer =
+        "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n";
       const get = (path: string, headers = "") => `GET ${path} HTTP/1.1\r\nHost: x\r\n${headers}\r\n`;
       const auth = `Authorization: Bearer ${cred.token}\r\n`;
-      const three = await pipelined(node.port, get("/v1/credential", offer + auth) + get("/v1/nothing", offer) + get("/readyz", offer), 3);
-      assert.deepEqual(three.map((a) => a.status), [200, 404, 200]);
+      const three = await pipelined(
+        node.port,
+        get("/v1/credential", offer + auth) + get("/v1/nothing", offer) + get("/readyz", offer),
+        3,
+      );
+      assert.deepEqual(
+        three.map((a) => a.status),
+        [200, 404, 200],
+      );
       assert.equal(three[0]!.json.data.credential_id, cred.credential_id);
       assert.equal(three[1]!.json.error.code, "NOT_FOUND");
       assert.equal(three[2]!.json.data.status, "ready");
       // Mixed with plain requests, and with an upgrade of the event endpoint last: its 101
       // comes after the answers before it.
-      const mixed = await pipelined(node.port, get("/v1/health") + get("/healthz", offer) + get(`/v1/tasks/${ID}`, auth), 3);
-      assert.deepEqual(mixed.map((a) => a.status), [200, 200, 404]);
-      const ws = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: orbit.events.v1\r\n";
-      const upgraded = await pipelined(node.port, get("/v1/credential", auth) + get("/v1/events/connect", ws + auth), 2);
-      assert.deepEqual(upgraded.map((a) => a.status), [200, 101]);
+      const mixed = await pipelined(
+        node.port,
+        get("/v1/health") + get("/healthz", offer) + get(`/v1/tasks/${ID}`, auth),
+        3,
+      );
+      assert.deepEqual(
+        mixed.map((a) => a.status),
+        [200, 200, 404],
+      );
+      const ws =
+        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: orbit.events.v1\r\n";
+      const upgraded = await pipelined(
+        node.port,
+        get("/v1/credential", auth) + get("/v1/events/connect", ws + auth),
+        2,
+      );
+      assert.deepEqual(
+        upgraded.map((a) => a.status),
+        [200, 101],
+      );
     });
 
     it("closes a connection it answered outside the HTTP server once the client had 2 s to close it", async () => {
@@ -265,7 +319,10 @@ describe("HTTP basics", () => {
           s.once("close", () => (clearTimeout(giveUp), s.destroy(), resolve(out.slice(0, 12))));
         });
       const upgrade = `GET /v1/events/connect HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n`;
-      const answers = await Promise.all([lingered(upgrade), lingered("CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n")]);
+      const answers = await Promise.all([
+        lingered(upgrade),
+        lingered("CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n"),
+      ]);
       assert.deepEqual(answers, ["HTTP/1.1 401", "HTTP/1.1 404"]);
     });
 
@@ -345,21 +402,71 @@ describe("HTTP basics", () => {
     });
 
     it("checks the target's scope before its query string or an unwanted body: 404 for another's, 400 for one's own", async () => {
-      const other = await bootstrap(db.url, { namespace: "elsewhere", application: "app", queues: ["q"], eventAccess: true });
+      const other = await bootstrap(db.url, {
+        namespace: "elsewhere",
+        application: "app",
+        queues: ["q"],
+        eventAccess: true,
+      });
       const as = (token: string, r: RawRequest) => request(node.url, { token, ...r });
       const theirQueue = other.queues[0]!.id;
       const ourQueue = cred.queues[0]!.id;
-      const theirs = (await as(other.token, { method: "POST", path: "/v1/subscriptions", headers: [freshKey()], body: JSON.stringify({ name: "theirs", queue_id: theirQueue }) })).json.data.subscription;
+      const theirs = (
+        await as(other.token, {
+          method: "POST",
+          path: "/v1/subscriptions",
+          headers: [freshKey()],
+          body: JSON.stringify({ name: "theirs", queue_id: theirQueue }),
+        })
+      ).json.data.subscription;
       const ours = (await create(validCreate(), [freshKey()])).json.data.subscription;
-      const theirTask = (await as(other.token, { method: "POST", path: "/v1/tasks", headers: [freshKey()], body: JSON.stringify({ queue_id: theirQueue, input: 1 }) })).json.data.task;
-      const ourTask = (await call({ method: "POST", path: "/v1/tasks", headers: [freshKey()], body: JSON.stringify({ queue_id: ourQueue, input: 1 }) })).json.data.task;
+      const theirTask = (
+        await as(other.token, {
+          method: "POST",
+          path: "/v1/tasks",
+          headers: [freshKey()],
+          body: JSON.stringify({ queue_id: theirQueue, input: 1 }),
+        })
+      ).json.data.task;
+      const ourTask = (
+        await call({
+          method: "POST",
+          path: "/v1/tasks",
+          headers: [freshKey()],
+          body: JSON.stringify({ queue_id: ourQueue, input: 1 }),
+        })
+      ).json.data.task;
       const cases: [string, RawRequest, RawRequest][] = [
-        ["getSubscription", { path: `/v1/subscriptions/${theirs.id}?x=1` }, { path: `/v1/subscriptions/${ours.id}?x=1` }],
-        ["getSubscription", { path: `/v1/subscriptions/${theirs.id}`, body: "{}" }, { path: `/v1/subscriptions/${ours.id}`, body: "{}" }],
-        ["listEventDeliveries", { path: `/v1/subscriptions/${theirs.id}/deliveries?state=leased` }, { path: `/v1/subscriptions/${ours.id}/deliveries?state=leased` }],
-        ["listEventDeliveries", { path: `/v1/subscriptions/${ID}/deliveries?limit=0` }, { path: `/v1/subscriptions/${ours.id}/deliveries?limit=0` }],
-        ["listSubscriptions", { path: `/v1/subscriptions?queue_id=${theirQueue}&extra=1` }, { path: `/v1/subscriptions?queue_id=${ourQueue}&extra=1` }],
-        ["listSubscriptions", { path: `/v1/subscriptions?queue_id=${theirQueue}&limit=101` }, { path: `/v1/subscriptions?queue_id=${ourQueue}&limit=101` }],
+        [
+          "getSubscription",
+          { path: `/v1/subscriptions/${theirs.id}?x=1` },
+          { path: `/v1/subscriptions/${ours.id}?x=1` },
+        ],
+        [
+          "getSubscription",
+          { path: `/v1/subscriptions/${theirs.id}`, body: "{}" },
+          { path: `/v1/subscriptions/${ours.id}`, body: "{}" },
+        ],
+        [
+          "listEventDeliveries",
+          { path: `/v1/subscriptions/${theirs.id}/deliveries?state=leased` },
+          { path: `/v1/subscriptions/${ours.id}/deliveries?state=leased` },
+        ],
+        [
+          "listEventDeliveries",
+          { path: `/v1/subscriptions/${ID}/deliveries?limit=0` },
+          { path: `/v1/subscriptions/${ours.id}/deliveries?limit=0` },
+        ],
+        [
+          "listSubscriptions",
+          { path: `/v1/subscriptions?queue_id=${theirQueue}&extra=1` },
+          { path: `/v1/subscriptions?queue_id=${ourQueue}&extra=1` },
+        ],
+        [
+          "listSubscriptions",
+          { path: `/v1/subscriptions?queue_id=${theirQueue}&limit=101` },
+          { path: `/v1/subscriptions?queue_id=${ourQueue}&limit=101` },
+        ],
         ["getTask", { path: `/v1/tasks/${theirTask.id}?x=1` }, { path: `/v1/tasks/${ourTask.id}?x=1` }],
       ];
       for (const [op, foreign, own] of cases) {
@@ -373,27 +480,65 @@ describe("HTTP basics", () => {
         assertContract(op, b);
       }
       // A queue_id that names no queue (malformed, or repeated) is no target: 400.
-      assertError(await call({ path: `/v1/subscriptions?queue_id=${theirQueue.toUpperCase()}&extra=1` }), 400, "INVALID_ARGUMENT");
-      assertError(await call({ path: `/v1/subscriptions?queue_id=${theirQueue}&queue_id=${theirQueue}` }), 400, "INVALID_ARGUMENT");
+      assertError(
+        await call({ path: `/v1/subscriptions?queue_id=${theirQueue.toUpperCase()}&extra=1` }),
+        400,
+        "INVALID_ARGUMENT",
+      );
+      assertError(
+        await call({ path: `/v1/subscriptions?queue_id=${theirQueue}&queue_id=${theirQueue}` }),
+        400,
+        "INVALID_ARGUMENT",
+      );
 
       // Writes: a query string on another's target is 404; on one's own 400, and nothing is
       // written — the same key without the query string then makes the first write.
       const pause = JSON.stringify({ expected_revision: "1", enabled: false, reason: "r" });
-      assertError(await call({ method: "POST", path: `/v1/subscriptions/${theirs.id}:configure?x=1`, headers: [freshKey()], body: pause }), 404, "NOT_FOUND");
+      assertError(
+        await call({
+          method: "POST",
+          path: `/v1/subscriptions/${theirs.id}:configure?x=1`,
+          headers: [freshKey()],
+          body: pause,
+        }),
+        404,
+        "NOT_FOUND",
+      );
       const key = freshKey();
-      assertError(await call({ method: "POST", path: `/v1/subscriptions/${ours.id}:configure?x=1`, headers: [key], body: pause }), 400, "INVALID_ARGUMENT");
-      const paused = await call({ method: "POST", path: `/v1/subscriptions/${ours.id}:configure`, headers: [key], body: pause });
+      assertError(
+        await call({ method: "POST", path: `/v1/subscriptions/${ours.id}:configure?x=1`, headers: [key], body: pause }),
+        400,
+        "INVALID_ARGUMENT",
+      );
+      const paused = await call({
+        method: "POST",
+        path: `/v1/subscriptions/${ours.id}:configure`,
+        headers: [key],
+        body: pause,
+      });
       assert.equal(paused.status, 200, paused.text);
       assert.equal(paused.json.data.deduplicated, false);
       assert.equal(paused.json.data.subscription.revision, "2");
       const submit = (queue: string) => JSON.stringify({ queue_id: queue, input: "q" });
-      assertError(await call({ method: "POST", path: "/v1/tasks?x=1", headers: [freshKey()], body: submit(theirQueue) }), 404, "NOT_FOUND");
+      assertError(
+        await call({ method: "POST", path: "/v1/tasks?x=1", headers: [freshKey()], body: submit(theirQueue) }),
+        404,
+        "NOT_FOUND",
+      );
       const taskKey = freshKey();
-      assertError(await call({ method: "POST", path: "/v1/tasks?x=1", headers: [taskKey], body: submit(ourQueue) }), 400, "INVALID_ARGUMENT");
+      assertError(
+        await call({ method: "POST", path: "/v1/tasks?x=1", headers: [taskKey], body: submit(ourQueue) }),
+        400,
+        "INVALID_ARGUMENT",
+      );
       const submitted = await call({ method: "POST", path: "/v1/tasks", headers: [taskKey], body: submit(ourQueue) });
       assert.equal(submitted.status, 201, submitted.text);
       assert.equal(submitted.json.data.deduplicated, false);
-      assert.equal((await as(other.token, { path: `/v1/subscriptions/${theirs.id}` })).json.data.revision, "1", "another's subscription is untouched");
+      assert.equal(
+        (await as(other.token, { path: `/v1/subscriptions/${theirs.id}` })).json.data.revision,
+        "1",
+        "another's subscription is untouched",
+      );
       // Without a target (the caller's own credential) the query string is refused at once.
       assertError(await call({ path: "/v1/credential?x=1" }), 400, "INVALID_ARGUMENT");
     });
@@ -412,14 +557,29 @@ describe("HTTP basics", () => {
 
     it("requires application/json", async () => {
       for (const type of ["text/plain", "application/json; charset=latin1", "application/jsonx"]) {
-        const res = await call({ method: "POST", path: "/v1/subscriptions", headers: [KEY, ["Content-Type", type]], body: validCreate() });
+        const res = await call({
+          method: "POST",
+          path: "/v1/subscriptions",
+          headers: [KEY, ["Content-Type", type]],
+          body: validCreate(),
+        });
         assertError(res, 415, "UNSUPPORTED_MEDIA_TYPE");
         assertContract("createSubscription", res);
       }
       // Type, subtype, parameter name and charset are case-insensitive, a parameter value may
       // be quoted and OWS may precede the ';' (RFC 9110 §8.3.1, §5.6.6).
-      for (const type of ["application/json; charset=utf-8", "Application/JSON; Charset=UTF-8", 'application/json;charset="utf-8"', "application/json ; charset=utf-8"]) {
-        const ok = await call({ method: "POST", path: "/v1/subscriptions", headers: [freshKey(), ["Content-Type", type]], body: validCreate() });
+      for (const type of [
+        "application/json; charset=utf-8",
+        "Application/JSON; Charset=UTF-8",
+        'application/json;charset="utf-8"',
+        "application/json ; charset=utf-8",
+      ]) {
+        const ok = await call({
+          method: "POST",
+          path: "/v1/subscriptions",
+          headers: [freshKey(), ["Content-Type", type]],
+          body: validCreate(),
+        });
         assert.equal(ok.status, 201, `${type}: ${ok.text}`);
       }
       // A body with no Content-Type at all is not labelled application/json (the helper
@@ -437,9 +597,18 @@ describe("HTTP basics", () => {
 
     it("refuses a repeated Content-Type (415), whichever comes first", async () => {
       // Node keeps the first and drops the rest: application/json then text/plain would be taken.
-      for (const pair of [["application/json", "text/plain"], ["application/json", "application/json"], ["text/plain", "application/json"]]) {
+      for (const pair of [
+        ["application/json", "text/plain"],
+        ["application/json", "application/json"],
+        ["text/plain", "application/json"],
+      ]) {
         const key = freshKey();
-        const res = await call({ method: "POST", path: "/v1/subscriptions", headers: [key, ...pair.map((t): [string, string] => ["Content-Type", t])], body: validCreate() });
+        const res = await call({
+          method: "POST",
+          path: "/v1/subscriptions",
+          headers: [key, ...pair.map((t): [string, string] => ["Content-Type", t])],
+          body: validCreate(),
+        });
         assertError(res, 415, "UNSUPPORTED_MEDIA_TYPE");
         assert.match(res.json.error.message, /repeated/, pair.join(", "));
         assertContract("createSubscription", res);
@@ -453,14 +622,28 @@ describe("HTTP basics", () => {
       // Read as if plain, compressed JSON would get "the body is not valid UTF-8", and plain
       // JSON labelled gzip would be taken.
       const body = validCreate();
-      for (const [coding, bytes] of [["gzip", gzipSync(body)], ["gzip", body], ["br", body]] as const) {
-        const res = await call({ method: "POST", path: "/v1/subscriptions", headers: [freshKey(), ["Content-Encoding", coding]], body: bytes });
+      for (const [coding, bytes] of [
+        ["gzip", gzipSync(body)],
+        ["gzip", body],
+        ["br", body],
+      ] as const) {
+        const res = await call({
+          method: "POST",
+          path: "/v1/subscriptions",
+          headers: [freshKey(), ["Content-Encoding", coding]],
+          body: bytes,
+        });
         assertError(res, 415, "UNSUPPORTED_MEDIA_TYPE");
         assertContract("createSubscription", res);
       }
       // Content codings are case-insensitive (RFC 9110 §8.4.1).
       for (const coding of ["identity", "IDENTITY"]) {
-        const identity = await call({ method: "POST", path: "/v1/subscriptions", headers: [freshKey(), ["Content-Encoding", coding]], body: validCreate() });
+        const identity = await call({
+          method: "POST",
+          path: "/v1/subscriptions",
+          headers: [freshKey(), ["Content-Encoding", coding]],
+          body: validCreate(),
+        });
         assert.equal(identity.status, 201, identity.text);
       }
     });
@@ -521,7 +704,10 @@ describe("HTTP basics", () => {
       const get = `GET /v1/tasks/${ID} HTTP/1.1\r\nHost: ${u.host}\r\nAuthorization: Bearer ${cred.token}\r\n\r\n`;
       socket.write(get.repeat(64));
       try {
-        assert.ok(await Promise.race([closed, new Promise<boolean>((r) => setTimeout(() => r(false), 10000))]), "the connection is closed after the 503");
+        assert.ok(
+          await Promise.race([closed, new Promise<boolean>((r) => setTimeout(() => r(false), 10000))]),
+          "the connection is closed after the 503",
+        );
         const statuses = [...received.matchAll(/HTTP\/1\.1 (\d+) /g)].map((m) => Number(m[1]));
         assert.deepEqual(statuses, [404, 404, 404, 404, 503], "4 answered, then one 503 and nothing after it");
         const last = received.slice(received.lastIndexOf("HTTP/1.1 "));
@@ -608,7 +794,16 @@ describe("HTTP basics", () => {
       assert.equal((await create(body, [freshKey()])).status, 201, "the same body without the BOM");
       // A task's input takes any string, so only the decoding can refuse 0xff (not U+FFFD).
       const submit = (input: Buffer) =>
-        call({ method: "POST", path: "/v1/tasks", headers: [freshKey()], body: Buffer.concat([Buffer.from(`{"queue_id":"${cred.queues[0]!.id}","input":"a`), input, Buffer.from('b"}')]) });
+        call({
+          method: "POST",
+          path: "/v1/tasks",
+          headers: [freshKey()],
+          body: Buffer.concat([
+            Buffer.from(`{"queue_id":"${cred.queues[0]!.id}","input":"a`),
+            input,
+            Buffer.from('b"}'),
+          ]),
+        });
       const bad = await submit(Buffer.from([0xff]));
       assertError(bad, 400, "INVALID_ARGUMENT");
       assertContract("submitTask", bad);
@@ -643,14 +838,19 @@ describe("HTTP basics", () => {
     });
 
     it("is not needed by worker calls", async () => {
-      const res = await call({ method: "POST", path: "/v1/worker/claim", body: JSON.stringify({ queue_id: cred.queues[0]!.id }) });
+      const res = await call({
+        method: "POST",
+        path: "/v1/worker/claim",
+        body: JSON.stringify({ queue_id: cred.queues[0]!.id }),
+      });
       assert.notEqual(res.status, 400, res.text);
     });
   });
 
   describe("absolute-form request targets (RFC 9112 §3.2.2)", () => {
     const host = () => `127.0.0.1:${node.port}`;
-    const ws = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n";
+    const ws =
+      "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n";
     const get = (target: string, headers = "", hostHeader = host()) =>
       `GET ${target} HTTP/1.1\r\nHost: ${hostHeader}\r\nAuthorization: Bearer ${cred.token}\r\n${headers}\r\n`;
     const one = async (req: string) => (await pipelined(node.port, req, 1))[0]!;
@@ -659,7 +859,11 @@ describe("HTTP basics", () => {
       // Taken for a plain request, it would get 426 "Sec-WebSocket-Protocol orbit.events.v1 is required", offered or not.
       const offered = `${ws}Sec-WebSocket-Protocol: orbit.events.v1\r\n`;
       assert.equal((await one(get(`http://${host()}/v1/events/connect`, offered))).status, 101);
-      assert.equal((await one(get(`HTTP://${host().toUpperCase()}/v1/events/connect`, offered))).status, 101, "scheme and host are case-insensitive");
+      assert.equal(
+        (await one(get(`HTTP://${host().toUpperCase()}/v1/events/connect`, offered))).status,
+        101,
+        "scheme and host are case-insensitive",
+      );
       const without = await one(get(`http://${host()}/v1/events/connect`, ws));
       assert.equal(without.status, 426, "the subprotocol is still required");
       assert.equal(without.json.error.code, "PROTOCOL_REQUIRED");
@@ -731,7 +935,10 @@ describe("HTTP basics", () => {
       try {
         await c.query("LOCK TABLES credentials WRITE");
         const started = Date.now();
-        const res = await request(plain.url, { token: cred.token, path: `/v1/subscriptions?queue_id=${cred.queues[0]!.id}` });
+        const res = await request(plain.url, {
+          token: cred.token,
+          path: `/v1/subscriptions?queue_id=${cred.queues[0]!.id}`,
+        });
         const elapsed = Date.now() - started;
         assertError(res, 503, "UNAVAILABLE");
         assert.ok(elapsed >= 7900 && elapsed < 10000, `answered after ${elapsed} ms`);
@@ -751,11 +958,21 @@ describe("HTTP basics", () => {
         const res = await call({ path: "/v1/credential" });
         assertError(res, 500, "INTERNAL");
         assertContract("getCurrentCredential", res);
-        for (const leak of ["credential_queues", "queue_id", "Unknown column", "SELECT", "at ", ".js", "ER_", cred.token.slice(-43)]) {
+        for (const leak of [
+          "credential_queues",
+          "queue_id",
+          "Unknown column",
+          "SELECT",
+          "at ",
+          ".js",
+          "ER_",
+          cred.token.slice(-43),
+        ]) {
           assert.ok(!res.text.includes(leak), `response leaks ${leak}`);
         }
         const logs = node.lines.join("\n");
-        for (const leak of ["credential_queues", "queue_id_gone", "SELECT", "    at "]) assert.ok(!logs.includes(leak), `log leaks ${leak}`);
+        for (const leak of ["credential_queues", "queue_id_gone", "SELECT", "    at "])
+          assert.ok(!logs.includes(leak), `log leaks ${leak}`);
       } finally {
         await c.query("ALTER TABLE credential_queues RENAME COLUMN queue_id_gone TO queue_id");
         await c.end();
@@ -771,7 +988,7 @@ describe("HTTP basics", () => {
       // The line reaches the test through the node's stderr pipe, which may come after the
       // response: waited for (a bounded wait, not a timing rule).
       const find = () => node.lines.map((l) => JSON.parse(l)).find((o) => o.msg === "request" && o.request_id === id);
-      for (const until = Date.now() + 5000; !find() && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20));
+      for (const until = Date.now() + 5000; !find() && Date.now() < until;) await new Promise((r) => setTimeout(r, 20));
       const line = find();
       assert.ok(line, "a log line for the request");
       assert.equal(line.route, "getCurrentCredential");
@@ -804,8 +1021,12 @@ describe("HTTP basics", () => {
       await new Promise((r) => setTimeout(r, 300)); // the node is reading the body
       const deadline = Date.now() + 10_000;
       const stopped = extra.stop("SIGTERM");
-      while (!extra.lines.some((l) => l.includes('"msg":"shutting down"')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      assert.ok(extra.lines.some((l) => l.includes('"msg":"shutting down"')), "the node began its shutdown");
+      while (!extra.lines.some((l) => l.includes('"msg":"shutting down"')) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      assert.ok(
+        extra.lines.some((l) => l.includes('"msg":"shutting down"')),
+        "the node began its shutdown",
+      );
       socket.write(body.slice(5));
       await closed;
       assert.match(received, /^HTTP\/1\.1 201 /);

@@ -28,14 +28,30 @@ describe("identity: bootstrap, 401, 403", () => {
   });
 
   it("bootstrap --json prints exactly the documented object", () => {
-    assert.deepEqual(Object.keys(full).sort(), ["actions", "application_id", "credential_id", "namespace_id", "queues", "token"]);
+    assert.deepEqual(Object.keys(full).sort(), [
+      "actions",
+      "application_id",
+      "credential_id",
+      "namespace_id",
+      "queues",
+      "token",
+    ]);
     for (const id of [full.namespace_id, full.application_id, full.credential_id]) assert.match(id, /^[0-9a-f]{32}$/);
     assert.match(full.token, new RegExp(`^orbit_${full.credential_id}_[A-Za-z0-9_-]{43}$`));
-    assert.deepEqual(full.queues.map((q) => q.name), ["q", "q2"]);
     assert.deepEqual(
-      [...full.actions].sort(),
-      ["events:consume", "events:manage", "events:read", "tasks:cancel", "tasks:read", "tasks:review", "tasks:submit", "tasks:work"],
+      full.queues.map((q) => q.name),
+      ["q", "q2"],
     );
+    assert.deepEqual([...full.actions].sort(), [
+      "events:consume",
+      "events:manage",
+      "events:read",
+      "tasks:cancel",
+      "tasks:read",
+      "tasks:review",
+      "tasks:submit",
+      "tasks:work",
+    ]);
   });
 
   it("bootstrap reuses existing names and always issues a new credential", () => {
@@ -43,7 +59,10 @@ describe("identity: bootstrap, 401, 403", () => {
     assert.equal(tasksOnly.application_id, full.application_id);
     assert.equal(tasksOnly.queues[0]!.id, full.queues[0]!.id);
     assert.notEqual(tasksOnly.credential_id, full.credential_id);
-    assert.ok(tasksOnly.actions.every((a) => a.startsWith("tasks:")), "no event actions without --event-access");
+    assert.ok(
+      tasksOnly.actions.every((a) => a.startsWith("tasks:")),
+      "no event actions without --event-access",
+    );
   });
 
   it("stores only a digest of the secret", async () => {
@@ -51,7 +70,9 @@ describe("identity: bootstrap, 401, 403", () => {
     try {
       const [rows] = await c.query<any[]>("SELECT * FROM credentials WHERE id = ?", [full.credential_id]);
       const secret = full.token.slice(-43);
-      const stored = JSON.stringify(rows[0], (_k, v) => (v?.type === "Buffer" ? Buffer.from(v.data).toString("base64url") : v));
+      const stored = JSON.stringify(rows[0], (_k, v) =>
+        v?.type === "Buffer" ? Buffer.from(v.data).toString("base64url") : v,
+      );
       assert.ok(!stored.includes(secret), "the secret is not stored");
       assert.equal(rows[0].secret_digest.length, 32);
     } finally {
@@ -79,7 +100,10 @@ describe("identity: bootstrap, 401, 403", () => {
     const many = await bootstrap(db.url, { namespace: "ns", application: "app", queues: names });
     const res = await request(node.url, { path: "/v1/credential", token: many.token });
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.json.data.queues.map((q: { name: string }) => q.name), ["Zed", "a-b", "a_b", "alpha"]);
+    assert.deepEqual(
+      res.json.data.queues.map((q: { name: string }) => q.name),
+      ["Zed", "a-b", "a_b", "alpha"],
+    );
   });
 
   it("a missing, malformed, tampered or unknown token gets 401 in the envelope", async () => {
@@ -98,7 +122,13 @@ describe("identity: bootstrap, 401, 403", () => {
       ["other credential's secret", [["Authorization", `Bearer orbit_${tasksOnly.credential_id}_${secret}`]]],
       ["wrong scheme", [["Authorization", `Basic ${full.token}`]]],
       ["truncated", [["Authorization", `Bearer ${full.token.slice(0, -1)}`]]],
-      ["repeated header", [["Authorization", `Bearer ${full.token}`], ["Authorization", `Bearer ${full.token}`]]],
+      [
+        "repeated header",
+        [
+          ["Authorization", `Bearer ${full.token}`],
+          ["Authorization", `Bearer ${full.token}`],
+        ],
+      ],
     ];
     for (const [what, headers] of cases) {
       const res = await request(node.url, { path: "/v1/credential", headers });
@@ -139,11 +169,14 @@ describe("identity: bootstrap, 401, 403", () => {
     const secret = full.token.slice(-43);
     const tokens = [full.token, tasksOnly.token, `orbit_${ID}_${secret}`, `orbit_${tasksOnly.credential_id}_${secret}`];
     const answers = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => request(node.url, { path: "/v1/credential", token: tokens[i % tokens.length]! })),
+      Array.from({ length: 40 }, (_, i) =>
+        request(node.url, { path: "/v1/credential", token: tokens[i % tokens.length]! }),
+      ),
     );
     answers.forEach((res, i) => {
       if (i % 4 === 0) assert.equal(res.json.data.credential_id, full.credential_id);
-      else if (i % 4 === 1) assert.deepEqual([res.json.data.credential_id, res.json.data.queues.length], [tasksOnly.credential_id, 1]);
+      else if (i % 4 === 1)
+        assert.deepEqual([res.json.data.credential_id, res.json.data.queues.length], [tasksOnly.credential_id, 1]);
       else assertError(res, 401, "UNAUTHENTICATED");
     });
   });
@@ -157,7 +190,11 @@ describe("identity: bootstrap, 401, 403", () => {
     const proxy = await startProxy(MYSQL_PORT);
     const own = await startNode(db.urlVia(proxy));
     try {
-      assert.equal((await request(own.url, { path: "/v1/credential", token: extra.token })).status, 200, "warm: a pooled connection is open");
+      assert.equal(
+        (await request(own.url, { path: "/v1/credential", token: extra.token })).status,
+        200,
+        "warm: a pooled connection is open",
+      );
       proxy.hold();
       const sent = proxy.chunksFromClients;
       const first = request(own.url, { path: "/v1/credential", token: extra.token });
@@ -180,7 +217,8 @@ describe("identity: bootstrap, 401, 403", () => {
   it("bootstrap refuses bad names and writes nothing", async () => {
     const c = await db.connect();
     try {
-      const count = async () => Number(((await c.query<any[]>("SELECT COUNT(*) AS n FROM credentials"))[0] as any[])[0].n);
+      const count = async () =>
+        Number(((await c.query<any[]>("SELECT COUNT(*) AS n FROM credentials"))[0] as any[])[0].n);
       const n0 = await count();
       for (const args of [
         ["--namespace", "-bad", "--application", "app", "--queue", "q"],
@@ -201,7 +239,9 @@ describe("identity: bootstrap, 401, 403", () => {
   });
 
   it("checks the queue a body names before the body: an invalid body naming a queue outside the scope is 404 and writes nothing", async () => {
-    const elsewhere = (await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true })).queues[0]!.id;
+    const elsewhere = (
+      await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true })
+    ).queues[0]!.id;
     const own = full.queues[0]!.id;
     const api = client(node.url, full.token);
     // Each body breaks one rule that has nothing to do with its queue.
@@ -210,7 +250,8 @@ describe("identity: bootstrap, 401, 403", () => {
       claim: (queue_id: unknown) => api.post("/v1/worker/claim", { queue_id, wait_ms: -1 }, null),
       create: (queue_id: unknown) => api.post("/v1/subscriptions", { name: "s", queue_id, max_pending: 1001 }),
     };
-    const written = async () => (await db.query("SELECT (SELECT COUNT(*) FROM tasks) AS t, (SELECT COUNT(*) FROM subscriptions) AS s"))[0];
+    const written = async () =>
+      (await db.query("SELECT (SELECT COUNT(*) FROM tasks) AS t, (SELECT COUNT(*) FROM subscriptions) AS s"))[0];
     const before = await written();
     for (const [op, send] of Object.entries(invalid)) {
       for (const q of [elsewhere, ID]) assertError(await send(q), 404, "NOT_FOUND");

@@ -64,7 +64,9 @@ describe("the last instant of a lease", function () {
 
   const eventsOf = async (taskId: string) => {
     await waitSequenced(db, cred.namespace_id);
-    return (await readLog(db, cred.namespace_id)).events.filter((e) => e.aggregate_id === taskId).map((e) => [e.type, e.details.reason]);
+    return (await readLog(db, cred.namespace_id)).events
+      .filter((e) => e.aggregate_id === taskId)
+      .map((e) => [e.type, e.details.reason]);
   };
 
   it("keeps a worker attempt at lease_until: a claim of its queue does not recover it, and its completion is taken", async () => {
@@ -79,7 +81,11 @@ describe("the last instant of a lease", function () {
     const done = await api.post(`/v1/worker/attempts/${attemptId}:complete`, { outcome: "succeeded", result: 1 }, null);
     assert.equal(done.status, 200, done.text);
     assert.equal(done.json.data.task.state, "SUCCEEDED");
-    assert.deepEqual(await eventsOf(taskId), [["task.succeeded", "WORKER_SUCCEEDED"]], "no task.requeued at the lease's last instant");
+    assert.deepEqual(
+      await eventsOf(taskId),
+      [["task.succeeded", "WORKER_SUCCEEDED"]],
+      "no task.requeued at the lease's last instant",
+    );
   });
 
   it("lets a worker attempt run out 1 ms past lease_until: its completion is 409 and the task requeued", async () => {
@@ -138,7 +144,10 @@ describe("the last instant of a lease", function () {
   async function stillHeld(s: TestSocket, sub: string, deliver: Frame): Promise<void> {
     assert.equal(delivered(s).length, 1, JSON.stringify(delivered(s).map((f) => f.body.delivery)));
     const shown = (await api.get(`/v1/subscriptions/${sub}/deliveries/${deliver.body.delivery.id}`)).json.data.delivery;
-    assert.deepEqual([shown.state, shown.lease_epoch, shown.lease_until], ["LEASED", "1", deliver.body.delivery.lease_until]);
+    assert.deepEqual(
+      [shown.state, shown.lease_epoch, shown.lease_until],
+      ["LEASED", "1", deliver.body.delivery.lease_until],
+    );
     const ack = await s.ack(deliver);
     assert.equal(ack.type, "ack", JSON.stringify(ack));
     assert.equal(ack.body.deduplicated, false);
@@ -188,7 +197,8 @@ describe("the last instant of a lease", function () {
     const again = await early.nextOfType("event.deliver");
     assert.deepEqual([again.body.delivery.id, again.body.delivery.lease_epoch], [a.body.delivery.id, "2"]);
     const from = await claimsRun();
-    for (const until = performance.now() + 3000; (await claimsRun()) < from + 3 && performance.now() < until; ) await sleep(50);
+    for (const until = performance.now() + 3000; (await claimsRun()) < from + 3 && performance.now() < until;)
+      await sleep(50);
     await stillHeld(late, sub, b);
   });
 });

@@ -39,7 +39,9 @@ describe("operating a node", function () {
     for (const path of ["/v1/tasks", `/v1/worker/attempts/${"0".repeat(32)}:complete`]) {
       const socket = net.connect(Number(port), "127.0.0.1");
       await new Promise((r) => socket.once("connect", r));
-      socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${cred.token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"queue_id":`);
+      socket.write(
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${cred.token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"queue_id":`,
+      );
       await new Promise((r) => setTimeout(r, 200));
       socket.resetAndDestroy();
     }
@@ -84,7 +86,10 @@ describe("operating a node", function () {
       assertError(behind, 503, "UNAVAILABLE");
       assertContract("getReadiness", behind);
     } finally {
-      await c.query("INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, 'restored', UTC_TIMESTAMP(3))", [migrations]);
+      await c.query(
+        "INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, 'restored', UTC_TIMESTAMP(3))",
+        [migrations],
+      );
       await c.end();
     }
     assert.equal((await request(node.url, { path: "/readyz" })).status, 200);
@@ -104,7 +109,10 @@ describe("operating a node", function () {
       assertContract("getHealth", health);
       // Every route that needs the database, not only the health checks (authentication
       // reads the credentials table first).
-      const authed = await request(early.url, { path: "/v1/credential", headers: [["Authorization", `Bearer orbit_${"0".repeat(32)}_${"A".repeat(43)}`]] });
+      const authed = await request(early.url, {
+        path: "/v1/credential",
+        headers: [["Authorization", `Bearer orbit_${"0".repeat(32)}_${"A".repeat(43)}`]],
+      });
       assertError(authed, 503, "UNAVAILABLE");
       const admin = await mysql.createConnection({ uri: MYSQL_SERVER });
       try {
@@ -114,7 +122,14 @@ describe("operating a node", function () {
       }
       const unmigrated = await request(early.url, { path: "/readyz" });
       assertError(unmigrated, 503, "UNAVAILABLE");
-      assertError(await request(early.url, { path: "/v1/credential", headers: [["Authorization", `Bearer orbit_${"0".repeat(32)}_${"A".repeat(43)}`]] }), 503, "UNAVAILABLE");
+      assertError(
+        await request(early.url, {
+          path: "/v1/credential",
+          headers: [["Authorization", `Bearer orbit_${"0".repeat(32)}_${"A".repeat(43)}`]],
+        }),
+        503,
+        "UNAVAILABLE",
+      );
       assert.equal((await request(early.url, { path: "/v1/health" })).status, 200);
       const migrated = await runCli(["migrate"], { ORBIT_DATABASE_URL: empty.url });
       assert.equal(migrated.code, 0, migrated.stderr);
@@ -127,7 +142,8 @@ describe("operating a node", function () {
 
   it("exposes Prometheus metrics: requests, connections, claims, deliveries, ACKs, lag and pending age", async () => {
     const q = cred.queues[0]!.id;
-    const sub = (await api.post("/v1/subscriptions", { name: "metered", queue_id: q, max_pending: 3 })).json.data.subscription.id;
+    const sub = (await api.post("/v1/subscriptions", { name: "metered", queue_id: q, max_pending: 3 })).json.data
+      .subscription.id;
     for (let i = 0; i < 5; i++) {
       const t = (await api.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
       await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
@@ -158,7 +174,11 @@ describe("operating a node", function () {
     assert.equal(value(/orbit_deliveries_total\{stage="acked"\} (\d+)/), 1);
     assert.equal(value(/orbit_ack_outcomes_total\{outcome="acked"\} (\d+)/), 1);
     assert.equal(value(/orbit_ack_outcomes_total\{outcome="deduplicated"\} (\d+)/), 1);
-    assert.equal(value(new RegExp(`orbit_materialisation_lag_events\\{subscription_id="${sub}"\\} (\\d+)`)), 1, "head 5, cursor 4 (backlog full)");
+    assert.equal(
+      value(new RegExp(`orbit_materialisation_lag_events\\{subscription_id="${sub}"\\} (\\d+)`)),
+      1,
+      "head 5, cursor 4 (backlog full)",
+    );
     assert.ok(value(new RegExp(`orbit_oldest_pending_age_seconds\\{subscription_id="${sub}"\\} ([0-9.e-]+)`)) >= 0);
     assert.match(m, /orbit_process_resident_memory_bytes/);
     assert.ok(!m.includes(cred.token.slice(-43)), "no secret in metrics");

@@ -13,9 +13,19 @@ import { createPool } from "../../src/db/pool.js";
 import { purgeOlderThan } from "../../src/domain/result-log.js";
 import * as frames from "../../generated/ws/validators.js";
 
-const validResultEvent = (frames as unknown as Record<string, ((d: unknown) => boolean) & { errors?: unknown }>).ResultEvent!;
+const validResultEvent = (frames as unknown as Record<string, ((d: unknown) => boolean) & { errors?: unknown }>)
+  .ResultEvent!;
 /** The snapshot's fields (docs/protocol.md §6): a result and the attempt are optional. */
-const SNAPSHOT_FIELDS = ["schema_version", "task_id", "queue_id", "state", "revision", "effect_uncertain", "result", "current_attempt_id"];
+const SNAPSHOT_FIELDS = [
+  "schema_version",
+  "task_id",
+  "queue_id",
+  "state",
+  "revision",
+  "effect_uncertain",
+  "result",
+  "current_attempt_id",
+];
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const PRODUCERS = 8;
@@ -81,7 +91,11 @@ describe("result log", function () {
           // needs review, then resolved
           const a = await post("/v1/worker/claim", { queue_id: queueId }, null);
           const done = await post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "needs_review" }, null);
-          await post(`/v1/tasks/${task.id}:resolve`, { expected_revision: done.task.revision, outcome: "failed", reason: REQUEST_TEXT });
+          await post(`/v1/tasks/${task.id}:resolve`, {
+            expected_revision: done.task.revision,
+            outcome: "failed",
+            reason: REQUEST_TEXT,
+          });
           events += 2;
           break;
         }
@@ -102,7 +116,9 @@ describe("result log", function () {
       const conn = await mysql.createConnection({ uri: db.url, supportBigNumbers: true, bigNumberStrings: true });
       try {
         while (producing) {
-          const [s] = await conn.query<any[]>("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id]);
+          const [s] = await conn.query<any[]>("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [
+            cred.namespace_id,
+          ]);
           const head = Number(s[0].head_sequence);
           const [rows] = await conn.query<any[]>(
             "SELECT sequence FROM result_events WHERE namespace_id = ? AND sequence <= ? ORDER BY sequence",
@@ -130,47 +146,84 @@ describe("result log", function () {
     const { head, events } = await readLog(db, cred.namespace_id);
     assert.ok(reads > 10, `the reader read ${reads} times while producers ran`);
     assert.equal(Number(head), expected, "the head counts every transition");
-    assert.deepEqual(events.map((e) => Number(e.sequence)), Array.from({ length: expected }, (_, i) => i + 1));
+    assert.deepEqual(
+      events.map((e) => Number(e.sequence)),
+      Array.from({ length: expected }, (_, i) => i + 1),
+    );
     assert.equal(new Set(events.map((e) => e.id)).size, expected, "event ids are unique");
     // Per task, events come in the order of its revisions.
     const byTask = new Map<string, bigint[]>();
-    for (const e of events) byTask.set(e.aggregate_id, [...(byTask.get(e.aggregate_id) ?? []), BigInt(e.aggregate_revision)]);
+    for (const e of events)
+      byTask.set(e.aggregate_id, [...(byTask.get(e.aggregate_id) ?? []), BigInt(e.aggregate_revision)]);
     for (const revs of byTask.values()) for (let i = 1; i < revs.length; i++) assert.ok(revs[i]! > revs[i - 1]!);
     assert.equal(byTask.size, PRODUCERS * TASKS_PER_PRODUCER);
     const expectedElsewhere = await otherCount;
     await waitSequenced(db, elsewhere.namespace_id);
     const other = await readLog(db, elsewhere.namespace_id);
     assert.equal(Number(other.head), expectedElsewhere);
-    assert.deepEqual(other.events.map((e) => Number(e.sequence)), Array.from({ length: expectedElsewhere }, (_, i) => i + 1));
+    assert.deepEqual(
+      other.events.map((e) => Number(e.sequence)),
+      Array.from({ length: expectedElsewhere }, (_, i) => i + 1),
+    );
   });
 
   it("prints committed events with orbit events, in the event shape of docs/protocol.md §6", async () => {
     const env = { ORBIT_DATABASE_URL: db.url };
     const res = await runCli(["events", "--namespace", "ns", "--after", "2", "--limit", "5"], env);
     assert.equal(res.code, 0, res.stderr);
-    const lines = res.stdout.trim().split("\n").map((l) => JSON.parse(l));
-    assert.deepEqual(lines.map((e) => e.sequence), ["3", "4", "5", "6", "7"]);
+    const lines = res.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    assert.deepEqual(
+      lines.map((e) => e.sequence),
+      ["3", "4", "5", "6", "7"],
+    );
     for (const e of lines) {
-      assert.deepEqual(Object.keys(e).sort(), ["aggregate_id", "aggregate_kind", "aggregate_revision", "details", "id", "occurred_at", "sequence", "snapshot", "type"]);
+      assert.deepEqual(Object.keys(e).sort(), [
+        "aggregate_id",
+        "aggregate_kind",
+        "aggregate_revision",
+        "details",
+        "id",
+        "occurred_at",
+        "sequence",
+        "snapshot",
+        "type",
+      ]);
       assert.equal(e.snapshot.schema_version, 1);
     }
-    for (const bad of [["--after", "01"], ["--limit", "0"], ["--limit", "10001"]]) {
+    for (const bad of [
+      ["--after", "01"],
+      ["--limit", "0"],
+      ["--limit", "10001"],
+    ]) {
       assert.equal((await runCli(["events", "--namespace", "ns", ...bad], env)).code, 2, bad.join(" "));
     }
     // docs/operations.md: --after defaults to 0 and --limit to 100, and the head and the retention
     // boundary go to stderr, so stdout stays pure JSON lines. The log holds more than 100.
     const { head, events } = await readLog(db, cred.namespace_id);
     assert.ok(events.length > 100, `${events.length} events`);
-    const sequences = (stdout: string) => stdout.trim().split("\n").map((l) => JSON.parse(l).sequence as string);
+    const sequences = (stdout: string) =>
+      stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).sequence as string);
     const first = await runCli(["events", "--namespace", "ns"], env);
     assert.equal(first.code, 0, first.stderr);
-    assert.deepEqual(sequences(first.stdout), events.slice(0, 100).map((e) => e.sequence));
+    assert.deepEqual(
+      sequences(first.stdout),
+      events.slice(0, 100).map((e) => e.sequence),
+    );
     assert.equal(first.stderr, `head ${head}, retained after 0\n`);
     // --limit 10000 is the largest allowed, and a limit above 100 is honoured: the whole
     // log, oldest first, task.requeued included (subscriptions never deliver those).
     const all = await runCli(["events", "--namespace", "ns", "--limit", "10000"], env);
     assert.equal(all.code, 0, all.stderr);
-    assert.deepEqual(sequences(all.stdout), events.map((e) => e.sequence));
+    assert.deepEqual(
+      sequences(all.stdout),
+      events.map((e) => e.sequence),
+    );
     assert.ok(all.stdout.includes(`"type":"task.requeued"`));
   });
 
@@ -181,24 +234,37 @@ describe("result log", function () {
     const res = await runCli(["events", "--namespace", "ns", "--limit", "10000"], { ORBIT_DATABASE_URL: db.url });
     assert.equal(res.code, 0, res.stderr);
     assert.ok(!res.stdout.includes(REQUEST_TEXT), "a request's input, error or reason is in the log");
-    const lines = res.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = res.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     const types = new Set(lines.map((e) => e.type));
-    for (const t of ["task.requeued", "task.succeeded", "task.failed", "task.cancelled", "task.needs_review"]) assert.ok(types.has(t), t);
-    assert.ok(lines.some((e) => e.snapshot.result !== undefined), "some event carries a worker's result");
+    for (const t of ["task.requeued", "task.succeeded", "task.failed", "task.cancelled", "task.needs_review"])
+      assert.ok(types.has(t), t);
+    assert.ok(
+      lines.some((e) => e.snapshot.result !== undefined),
+      "some event carries a worker's result",
+    );
     for (const e of lines) {
       assert.deepEqual(Object.keys(e.details).sort(), ["reason", "state"], JSON.stringify(e));
       assert.equal(e.details.state, e.snapshot.state);
       const extra = Object.keys(e.snapshot).filter((k) => !SNAPSHOT_FIELDS.includes(k));
       assert.deepEqual(extra, [], JSON.stringify(e));
       // The result types are exactly the contract's event (the requeue's state is no result's).
-      if (e.type !== "task.requeued") assert.ok(validResultEvent(e), `${JSON.stringify(validResultEvent.errors)}\n${JSON.stringify(e)}`);
+      if (e.type !== "task.requeued")
+        assert.ok(validResultEvent(e), `${JSON.stringify(validResultEvent.errors)}\n${JSON.stringify(e)}`);
     }
   });
 
   it("purges by sequence: deletes below --before and raises the boundary durably", async () => {
     const env = { ORBIT_DATABASE_URL: db.url };
     const { head } = await readLog(db, cred.namespace_id);
-    for (const bad of [["--before", "05"], ["--before", (head + 2n).toString()], ["--before", "-1"], ["--before", "0"]]) {
+    for (const bad of [
+      ["--before", "05"],
+      ["--before", (head + 2n).toString()],
+      ["--before", "-1"],
+      ["--before", "0"],
+    ]) {
       const res = await runCli(["purge", "--namespace", "ns", ...bad], env);
       assert.equal(res.code, 2, `${bad.join(" ")}: ${res.stderr}`);
     }
@@ -218,7 +284,9 @@ describe("result log", function () {
     assert.equal(after.head, head, "the head does not move");
     const c = await db.connect();
     try {
-      const [rows] = await c.query<any[]>("SELECT retention_boundary FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id]);
+      const [rows] = await c.query<any[]>("SELECT retention_boundary FROM namespace_streams WHERE namespace_id = ?", [
+        cred.namespace_id,
+      ]);
       assert.equal(String(rows[0].retention_boundary), "10");
     } finally {
       await c.end();
@@ -263,8 +331,16 @@ describe("result log", function () {
     try {
       // A numbered log as the sequencer leaves it: sequences 1..n and the head at n.
       const rows = Array.from({ length: n }, (_, i) => [
-        `c${i.toString(16).padStart(31, "0")}`, big.namespace_id, big.queues[0]!.id, i + 1, "task.cancelled",
-        `d${i.toString(16).padStart(31, "0")}`, 2, new Date(), '{"state":"CANCELLED","reason":"CANCEL_REQUESTED"}', "{}",
+        `c${i.toString(16).padStart(31, "0")}`,
+        big.namespace_id,
+        big.queues[0]!.id,
+        i + 1,
+        "task.cancelled",
+        `d${i.toString(16).padStart(31, "0")}`,
+        2,
+        new Date(),
+        '{"state":"CANCELLED","reason":"CANCEL_REQUESTED"}',
+        "{}",
       ]);
       await c.query(
         "INSERT INTO result_events (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot) VALUES ?",
@@ -287,10 +363,10 @@ describe("result log", function () {
       const c = await db.connect();
       try {
         // Age the first five retained events by an hour.
-        await c.query("UPDATE result_events SET occurred_at = occurred_at - INTERVAL 1 HOUR WHERE namespace_id = ? AND sequence <= ?", [
-          cred.namespace_id,
-          events[4]!.sequence,
-        ]);
+        await c.query(
+          "UPDATE result_events SET occurred_at = occurred_at - INTERVAL 1 HOUR WHERE namespace_id = ? AND sequence <= ?",
+          [cred.namespace_id, events[4]!.sequence],
+        );
       } finally {
         await c.end();
       }
@@ -312,11 +388,16 @@ describe("result log", function () {
     try {
       const { events } = await readLog(db, cred.namespace_id);
       assert.ok(events.length >= 4);
-      await c.query("UPDATE namespace_streams SET retention_boundary = ? WHERE namespace_id = ?", [events[2]!.sequence, cred.namespace_id]);
+      await c.query("UPDATE namespace_streams SET retention_boundary = ? WHERE namespace_id = ?", [
+        events[2]!.sequence,
+        cred.namespace_id,
+      ]);
       // Nothing is old enough to raise the boundary; the three rows at or below it go.
       assert.equal(await purgeOlderThan(pool, cred.namespace_id, 30 * 60 * 1000), 3);
       assert.equal((await readLog(db, cred.namespace_id)).events[0]!.sequence, events[3]!.sequence);
-      const [s] = await c.query<any[]>("SELECT retention_boundary FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id]);
+      const [s] = await c.query<any[]>("SELECT retention_boundary FROM namespace_streams WHERE namespace_id = ?", [
+        cred.namespace_id,
+      ]);
       assert.equal(String(s[0].retention_boundary), events[2]!.sequence, "the boundary is not moved");
       assert.equal(await purgeOlderThan(pool, cred.namespace_id, 30 * 60 * 1000), 0);
     } finally {
@@ -401,12 +482,17 @@ describe("result log numbering after a lost sequencer reply", function () {
     try {
       const api = client(node.url, cred.token);
       const q = cred.queues[0]!.id;
-      const [t1, t2] = [(await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task, (await api.post("/v1/tasks", { queue_id: q, input: 2 })).json.data.task];
-      const cancel = async (t: { id: string }) => assert.equal((await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" })).status, 200);
+      const [t1, t2] = [
+        (await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task,
+        (await api.post("/v1/tasks", { queue_id: q, input: 2 })).json.data.task,
+      ];
+      const cancel = async (t: { id: string }) =>
+        assert.equal((await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" })).status, 200);
       // The sequencer's pass for t1's event: its numbers and COMMIT run, the reply is held.
       proxy.stallWhen("UPDATE namespace_streams SET head_sequence");
       await cancel(t1);
-      for (const end = Date.now() + 10000; !proxy.stalled; await sleep(10)) assert.ok(Date.now() < end, "the sequencer's COMMIT");
+      for (const end = Date.now() + 10000; !proxy.stalled; await sleep(10))
+        assert.ok(Date.now() < end, "the sequencer's COMMIT");
       // t2's event commits meanwhile: its kick is folded into the pass in flight.
       await cancel(t2);
       // The reply is lost with the connection: the pass fails after its COMMIT. The next
@@ -418,7 +504,10 @@ describe("result log numbering after a lost sequencer reply", function () {
       for (;;) {
         const log = await readLog(db, cred.namespace_id);
         if (log.head === 2n) {
-          assert.deepEqual(log.events.map((e) => e.aggregate_id), [t1.id, t2.id]);
+          assert.deepEqual(
+            log.events.map((e) => e.aggregate_id),
+            [t1.id, t2.id],
+          );
           break;
         }
         assert.ok(Date.now() - started < 2000, `t2's event numbered within 2 s (head ${log.head})`);
@@ -447,7 +536,10 @@ describe("result log numbering past an open insert", function () {
       const q = cred.queues[0]!.id;
       const cancel = async () => {
         const task = (await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task;
-        assert.equal((await api.post(`/v1/tasks/${task.id}:cancel`, { expected_revision: task.revision, reason: "r" })).status, 200);
+        assert.equal(
+          (await api.post(`/v1/tasks/${task.id}:cancel`, { expected_revision: task.revision, reason: "r" })).status,
+          200,
+        );
         return task.id as string;
       };
       const waitHead = async (head: bigint) => {
@@ -466,13 +558,21 @@ describe("result log numbering past an open insert", function () {
       );
       const first = await cancel();
       const one = await waitHead(1n);
-      assert.deepEqual(one.events.map((e) => e.aggregate_id), [first], "the committed event is numbered 1, past the open one");
+      assert.deepEqual(
+        one.events.map((e) => e.aggregate_id),
+        [first],
+        "the committed event is numbered 1, past the open one",
+      );
       const [mine] = await open.query<any[]>("SELECT sequence FROM result_events WHERE id = ?", ["a".repeat(32)]);
       assert.equal(mine[0].sequence, null, "the open insert is not numbered");
       await open.query("COMMIT");
       const second = await cancel();
       const three = await waitHead(3n);
-      assert.deepEqual(three.events.map((e) => e.aggregate_id), [first, "b".repeat(32), second], "the rest in ticket order");
+      assert.deepEqual(
+        three.events.map((e) => e.aggregate_id),
+        [first, "b".repeat(32), second],
+        "the rest in ticket order",
+      );
     } finally {
       await open.end();
       await node.stop();

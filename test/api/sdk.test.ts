@@ -31,16 +31,32 @@ describe("management SDK", () => {
   });
 
   it("walks through create, get, list, pause and resume, as docs/protocol.md §8 does", async () => {
-    const created = await orbit.createSubscription("sdk-create-1", { name: "object-results", queue_id: q, max_pending: 100, max_attempts: 20 });
+    const created = await orbit.createSubscription("sdk-create-1", {
+      name: "object-results",
+      queue_id: q,
+      max_pending: 100,
+      max_attempts: 20,
+    });
     assert.equal(created.deduplicated, false);
     const current = await orbit.getSubscription(created.subscription.id);
     assert.deepEqual(current, created.subscription);
-    const paused = await orbit.configureSubscription(current.id, "sdk-pause-1", { expected_revision: current.revision, enabled: false, reason: "receiver maintenance" });
+    const paused = await orbit.configureSubscription(current.id, "sdk-pause-1", {
+      expected_revision: current.revision,
+      enabled: false,
+      reason: "receiver maintenance",
+    });
     assert.equal(paused.subscription.enabled, false);
-    const resumed = await orbit.configureSubscription(current.id, "sdk-resume-1", { expected_revision: paused.subscription.revision, enabled: true, reason: "back" });
+    const resumed = await orbit.configureSubscription(current.id, "sdk-resume-1", {
+      expected_revision: paused.subscription.revision,
+      enabled: true,
+      reason: "back",
+    });
     assert.equal(resumed.subscription.revision, "3");
     const list = await orbit.listSubscriptions({ queue_id: q, limit: 10 });
-    assert.deepEqual(list.items.map((s) => s.id), [current.id]);
+    assert.deepEqual(
+      list.items.map((s) => s.id),
+      [current.id],
+    );
     const deliveries = await orbit.listEventDeliveries(current.id, { state: "PENDING" });
     assert.deepEqual(deliveries.items, []);
   });
@@ -53,10 +69,16 @@ describe("management SDK", () => {
       assert.match(e.requestId ?? "", /^[0-9a-f]{32}$/);
       return true;
     });
-    await assert.rejects(orbit.createSubscription("sdk-bad", { name: "-bad", queue_id: q }), { code: "INVALID_ARGUMENT" });
+    await assert.rejects(orbit.createSubscription("sdk-bad", { name: "-bad", queue_id: q }), {
+      code: "INVALID_ARGUMENT",
+    });
     const s = await orbit.createSubscription("sdk-create-2", { name: "second", queue_id: q });
     await assert.rejects(
-      orbit.configureSubscription(s.subscription.id, "sdk-stale", { expected_revision: "9", enabled: false, reason: "r" }),
+      orbit.configureSubscription(s.subscription.id, "sdk-stale", {
+        expected_revision: "9",
+        enabled: false,
+        reason: "r",
+      }),
       { code: "STATE_CONFLICT", status: 409 },
     );
     const stranger = new OrbitClient({ baseUrl: node.url, token: `orbit_${"0".repeat(32)}_${"A".repeat(43)}` });
@@ -79,7 +101,10 @@ describe("management SDK", () => {
     assert.equal(t.deduplicated, true);
     const claimed = await orbit.claimTask({ queue_id: q, wait_ms: 1000 });
     assert.ok(claimed);
-    const done = await orbit.completeAttempt(claimed.attempt_id, { outcome: "succeeded", result: new RawJson("[1.10, 98765432109876543210]") });
+    const done = await orbit.completeAttempt(claimed.attempt_id, {
+      outcome: "succeeded",
+      result: new RawJson("[1.10, 98765432109876543210]"),
+    });
     assert.equal(done.task.result, "[1.10, 98765432109876543210]", "the raw text, exactly as written");
     assert.equal(await orbit.claimTask({ queue_id: q }), undefined, "204 → undefined");
     assert.throws(() => new RawJson("{not json"));
@@ -101,7 +126,10 @@ describe("management SDK", () => {
         assert.equal(e.retryAfterMs, 1000);
         return true;
       });
-      assert.ok(Date.now() - started >= 2 * 1000, `two retries, each at least 1 s after a 503 (took ${Date.now() - started} ms)`);
+      assert.ok(
+        Date.now() - started >= 2 * 1000,
+        `two retries, each at least 1 s after a 503 (took ${Date.now() - started} ms)`,
+      );
     } finally {
       await c.query("UNLOCK TABLES");
       await c.end();
@@ -150,7 +178,12 @@ describe("management SDK", () => {
     });
     const timer = setTimeout(() => late.listen(port, "127.0.0.1"), 150);
     try {
-      const refusedFirst = new OrbitClient({ baseUrl: `http://127.0.0.1:${port}`, token: cred.token, retries: 5, backoffMs: 100 });
+      const refusedFirst = new OrbitClient({
+        baseUrl: `http://127.0.0.1:${port}`,
+        token: cred.token,
+        retries: 5,
+        backoffMs: 100,
+      });
       const claimed = await refusedFirst.claimTask({ queue_id: w });
       assert.equal(claimed?.task.id, t.task.id);
       await direct.completeAttempt(claimed!.attempt_id, { outcome: "succeeded" });
@@ -170,10 +203,16 @@ describe("management SDK", () => {
       dbProxy.cut();
       const c = new OrbitClient({ baseUrl: cutOff.url, token: cred.token, retries: 2, backoffMs: 1 });
       await assert.rejects(c.claimTask({ queue_id: w }), { code: "UNAVAILABLE", status: 503 });
-      await assert.rejects(c.completeAttempt("a".repeat(32), { outcome: "succeeded" }), { code: "UNAVAILABLE", status: 503 });
+      await assert.rejects(c.completeAttempt("a".repeat(32), { outcome: "succeeded" }), {
+        code: "UNAVAILABLE",
+        status: 503,
+      });
       dbProxy.restore(); // GET /metrics reads the database too
       const metrics = await (await fetch(`${cutOff.url}/metrics`)).text();
-      const answered = (route: string) => Number(new RegExp(`orbit_http_requests_total\\{route="${route}",status="503"\\} (\\d+)`).exec(metrics)?.[1] ?? 0);
+      const answered = (route: string) =>
+        Number(
+          new RegExp(`orbit_http_requests_total\\{route="${route}",status="503"\\} (\\d+)`).exec(metrics)?.[1] ?? 0,
+        );
       assert.equal(answered("claimTask"), 1, "a claim answered 503 is not sent again");
       assert.equal(answered("completeAttempt"), 3, "a completion is (idempotent by its body)");
     } finally {
@@ -184,6 +223,9 @@ describe("management SDK", () => {
 
   it("gives up with OrbitNetworkError when no answer ever comes", async () => {
     const dead = new OrbitClient({ baseUrl: "http://127.0.0.1:1", token: cred.token, retries: 1, backoffMs: 1 });
-    await assert.rejects(dead.getSubscription("0123456789abcdef0123456789abcdef"), (e: unknown) => e instanceof OrbitNetworkError);
+    await assert.rejects(
+      dead.getSubscription("0123456789abcdef0123456789abcdef"),
+      (e: unknown) => e instanceof OrbitNetworkError,
+    );
   });
 });

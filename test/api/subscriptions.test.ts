@@ -19,7 +19,8 @@ describe("subscriptions", () => {
   let q: string;
   let n = 0;
   const name = () => `sub-${++n}`;
-  const create = (body: Record<string, unknown>, key?: string) => api.post("/v1/subscriptions", { name: name(), queue_id: q, ...body }, key);
+  const create = (body: Record<string, unknown>, key?: string) =>
+    api.post("/v1/subscriptions", { name: name(), queue_id: q, ...body }, key);
 
   /** Appends `count` result events to queue q through the task API. */
   async function results(count: number): Promise<void> {
@@ -32,7 +33,15 @@ describe("subscriptions", () => {
   const head = async () => {
     const c = await db.connect();
     try {
-      return String(((await c.query<any[]>("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [owner.namespace_id]))[0] as any[])[0].head_sequence);
+      return String(
+        (
+          (
+            await c.query<any[]>("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [
+              owner.namespace_id,
+            ])
+          )[0] as any[]
+        )[0].head_sequence,
+      );
     } finally {
       await c.end();
     }
@@ -60,8 +69,19 @@ describe("subscriptions", () => {
       const s = res.json.data.subscription;
       assert.equal(res.json.data.deduplicated, false);
       assert.deepEqual(Object.keys(s).sort(), [
-        "created_at", "credential_id", "cursor_sequence", "enabled", "id", "max_attempts", "max_pending", "name", "pending_count",
-        "queue_id", "revision", "types", "updated_at",
+        "created_at",
+        "credential_id",
+        "cursor_sequence",
+        "enabled",
+        "id",
+        "max_attempts",
+        "max_pending",
+        "name",
+        "pending_count",
+        "queue_id",
+        "revision",
+        "types",
+        "updated_at",
       ]);
       assert.equal(s.credential_id, owner.credential_id);
       assert.equal(s.revision, "1");
@@ -76,15 +96,18 @@ describe("subscriptions", () => {
     it("treats 0 as the default, [] as all four types, and sorts types", async () => {
       const a = (await create({ max_pending: 0, max_attempts: 0, types: [] })).json.data.subscription;
       assert.deepEqual([a.max_pending, a.max_attempts, a.types], [100, 20, ALL]);
-      const b = (await create({ max_pending: 1000, max_attempts: 100, types: ["task.succeeded", "task.cancelled"] })).json.data.subscription;
+      const b = (await create({ max_pending: 1000, max_attempts: 100, types: ["task.succeeded", "task.cancelled"] }))
+        .json.data.subscription;
       assert.deepEqual([b.max_pending, b.max_attempts, b.types], [1000, 100, ["task.cancelled", "task.succeeded"]]);
-      const c = (await create({ max_pending: 1, max_attempts: 1, types: ["task.needs_review"] })).json.data.subscription;
+      const c = (await create({ max_pending: 1, max_attempts: 1, types: ["task.needs_review"] })).json.data
+        .subscription;
       assert.deepEqual([c.max_pending, c.max_attempts], [1, 1]);
     });
 
     it("rejects every field outside its rule with 400 and writes nothing", async () => {
       const c = await db.connect();
-      const count = async () => Number(((await c.query<any[]>("SELECT COUNT(*) AS n FROM subscriptions"))[0] as any[])[0].n);
+      const count = async () =>
+        Number(((await c.query<any[]>("SELECT COUNT(*) AS n FROM subscriptions"))[0] as any[])[0].n);
       try {
         const before = await count();
         const bad: Record<string, unknown>[] = [
@@ -136,20 +159,44 @@ describe("subscriptions", () => {
       assert.equal((await create({ name: "unique-name" })).status, 201);
       assertError(await create({ name: "unique-name" }), 409, "STATE_CONFLICT");
       // The body's 400 before the state's 409 (the order of checks): from_sequence above the head.
-      assertError(await create({ name: "unique-name", from_sequence: (BigInt(await head()) + 1n).toString() }), 400, "INVALID_ARGUMENT");
-      assertError(await client(node.url, peer.token).post("/v1/subscriptions", { name: "unique-name", queue_id: q }), 409, "STATE_CONFLICT");
+      assertError(
+        await create({ name: "unique-name", from_sequence: (BigInt(await head()) + 1n).toString() }),
+        400,
+        "INVALID_ARGUMENT",
+      );
+      assertError(
+        await client(node.url, peer.token).post("/v1/subscriptions", { name: "unique-name", queue_id: q }),
+        409,
+        "STATE_CONFLICT",
+      );
       assertError(await create({ queue_id: ID }), 404, "NOT_FOUND");
       // 404 before the Idempotency-Key's 400 (openapi order).
       assertError(await api.post("/v1/subscriptions", { name: "no-key", queue_id: ID }, null), 404, "NOT_FOUND");
       const other = await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q"], eventAccess: true });
       assertError(await create({ queue_id: other.queues[0]!.id }), 404, "NOT_FOUND");
       // Protocol §2: unique within the namespace only; another namespace may use the name.
-      const elsewhere = await client(node.url, other.token).post("/v1/subscriptions", { name: "unique-name", queue_id: other.queues[0]!.id });
+      const elsewhere = await client(node.url, other.token).post("/v1/subscriptions", {
+        name: "unique-name",
+        queue_id: other.queues[0]!.id,
+      });
       assert.equal(elsewhere.status, 201, elsewhere.text);
       const tasksOnly = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
-      assertError(await client(node.url, tasksOnly.token).post("/v1/subscriptions", { name: name(), queue_id: q }), 403, "PERMISSION_DENIED");
-      const reader = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["events:read"], queueIds: [q] });
-      assertError(await client(node.url, reader.token).post("/v1/subscriptions", { name: name(), queue_id: q }), 403, "PERMISSION_DENIED");
+      assertError(
+        await client(node.url, tasksOnly.token).post("/v1/subscriptions", { name: name(), queue_id: q }),
+        403,
+        "PERMISSION_DENIED",
+      );
+      const reader = await makeCredential(db, {
+        namespaceId: owner.namespace_id,
+        applicationId: owner.application_id,
+        actions: ["events:read"],
+        queueIds: [q],
+      });
+      assertError(
+        await client(node.url, reader.token).post("/v1/subscriptions", { name: name(), queue_id: q }),
+        403,
+        "PERMISSION_DENIED",
+      );
     });
 
     it("replays with the ORIGINAL snapshot; the same key with other content is 409", async () => {
@@ -157,32 +204,60 @@ describe("subscriptions", () => {
       const first = await api.post("/v1/subscriptions", body, "create-replay");
       assert.equal(first.status, 201);
       const s = first.json.data.subscription;
-      const paused = await api.post(`/v1/subscriptions/${s.id}:configure`, { expected_revision: "1", enabled: false, reason: "r" });
+      const paused = await api.post(`/v1/subscriptions/${s.id}:configure`, {
+        expected_revision: "1",
+        enabled: false,
+        reason: "r",
+      });
       assert.equal(paused.status, 200);
-      const again = await api.post("/v1/subscriptions", { max_pending: 5, queue_id: q, name: "replayed" }, "create-replay");
+      const again = await api.post(
+        "/v1/subscriptions",
+        { max_pending: 5, queue_id: q, name: "replayed" },
+        "create-replay",
+      );
       assert.equal(again.status, 200);
       assertContract("createSubscription", again);
       assert.equal(again.json.data.deduplicated, true);
       assert.deepEqual(again.json.data.subscription, s, "the snapshot at creation, not the current state");
-      assertError(await api.post("/v1/subscriptions", { ...body, max_pending: 6 }, "create-replay"), 409, "IDEMPOTENCY_CONFLICT");
-      assertError(await api.post("/v1/subscriptions", { ...body, name: "other-name" }, "create-replay"), 409, "IDEMPOTENCY_CONFLICT");
+      assertError(
+        await api.post("/v1/subscriptions", { ...body, max_pending: 6 }, "create-replay"),
+        409,
+        "IDEMPOTENCY_CONFLICT",
+      );
+      assertError(
+        await api.post("/v1/subscriptions", { ...body, name: "other-name" }, "create-replay"),
+        409,
+        "IDEMPOTENCY_CONFLICT",
+      );
     });
 
     it("refuses a from_sequence before the retention boundary with 410 EVENT_HISTORY_EXPIRED", async () => {
-      const other = await bootstrap(db.url, { namespace: "purged", application: "app", queues: ["q"], eventAccess: true });
+      const other = await bootstrap(db.url, {
+        namespace: "purged",
+        application: "app",
+        queues: ["q"],
+        eventAccess: true,
+      });
       const api2 = client(node.url, other.token);
       for (let i = 0; i < 4; i++) {
         const t = (await api2.post("/v1/tasks", { queue_id: other.queues[0]!.id, input: i })).json.data.task;
         await api2.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
       }
       await waitSequenced(db, other.namespace_id);
-      assert.equal((await runCli(["purge", "--namespace", "purged", "--before", "3"], { ORBIT_DATABASE_URL: db.url })).code, 0);
+      assert.equal(
+        (await runCli(["purge", "--namespace", "purged", "--before", "3"], { ORBIT_DATABASE_URL: db.url })).code,
+        0,
+      );
       const body = (from: string) => ({ name: name(), queue_id: other.queues[0]!.id, from_sequence: from });
       const expired = await api2.post("/v1/subscriptions", body("1"));
       assertError(expired, 410, "EVENT_HISTORY_EXPIRED");
       assertContract("createSubscription", expired);
       assert.equal((await api2.post("/v1/subscriptions", body("2"))).json.data.subscription.cursor_sequence, "2");
-      assert.equal((await api2.post("/v1/subscriptions", body("0"))).json.data.subscription.cursor_sequence, "2", '"0" is the start of the retained log');
+      assert.equal(
+        (await api2.post("/v1/subscriptions", body("0"))).json.data.subscription.cursor_sequence,
+        "2",
+        '"0" is the start of the retained log',
+      );
     });
   });
 
@@ -191,11 +266,23 @@ describe("subscriptions", () => {
       const s = (await create({})).json.data.subscription;
       const peerApi = client(node.url, peer.token);
       assertError(await peerApi.get(`/v1/subscriptions/${s.id}`), 404, "NOT_FOUND");
-      assertError(await peerApi.post(`/v1/subscriptions/${s.id}:configure`, { expected_revision: "1", enabled: false, reason: "x" }), 404, "NOT_FOUND");
+      assertError(
+        await peerApi.post(`/v1/subscriptions/${s.id}:configure`, {
+          expected_revision: "1",
+          enabled: false,
+          reason: "x",
+        }),
+        404,
+        "NOT_FOUND",
+      );
       assertError(await peerApi.get(`/v1/subscriptions/${s.id}/deliveries`), 404, "NOT_FOUND");
       assertError(await peerApi.get(`/v1/subscriptions/${s.id}/deliveries/${ID}`), 404, "NOT_FOUND");
       assertError(
-        await peerApi.post(`/v1/subscriptions/${s.id}/deliveries/${ID}:retry`, { expected_revision: "1", reason: "x", additional_attempts: 1 }),
+        await peerApi.post(`/v1/subscriptions/${s.id}/deliveries/${ID}:retry`, {
+          expected_revision: "1",
+          reason: "x",
+          additional_attempts: 1,
+        }),
         404,
         "NOT_FOUND",
       );
@@ -203,7 +290,12 @@ describe("subscriptions", () => {
       assert.equal(list.status, 200);
       assert.ok(!list.json.data.items.some((x: any) => x.id === s.id), "never listed for another credential");
       // The owner loses it too once the queue leaves its scope.
-      const narrow = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["events:read"], queueIds: [owner.queues[1]!.id] });
+      const narrow = await makeCredential(db, {
+        namespaceId: owner.namespace_id,
+        applicationId: owner.application_id,
+        actions: ["events:read"],
+        queueIds: [owner.queues[1]!.id],
+      });
       assertError(await client(node.url, narrow.token).get(`/v1/subscriptions/${s.id}`), 404, "NOT_FOUND");
     });
 
@@ -223,7 +315,8 @@ describe("subscriptions", () => {
       const mine = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
       const api3 = client(node.url, mine.token);
       const created: string[] = [];
-      for (let i = 0; i < 5; i++) created.push((await api3.post("/v1/subscriptions", { name: name(), queue_id: q })).json.data.subscription.id);
+      for (let i = 0; i < 5; i++)
+        created.push((await api3.post("/v1/subscriptions", { name: name(), queue_id: q })).json.data.subscription.id);
       const seen: string[] = [];
       let cursor: string | undefined;
       for (let pageNo = 0; pageNo < 5; pageNo++) {
@@ -241,14 +334,25 @@ describe("subscriptions", () => {
       const first = await api3.get(`/v1/subscriptions?queue_id=${q}&limit=1`);
       const c1 = first.json.data.next_cursor as string;
       assertError(await api3.get(`/v1/subscriptions?queue_id=${owner.queues[1]!.id}&cursor=${c1}`), 404, "NOT_FOUND"); // q2 is not in mine's scope
-      assertError(await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${q}&cursor=${c1}`), 400, "INVALID_ARGUMENT");
+      assertError(
+        await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${q}&cursor=${c1}`),
+        400,
+        "INVALID_ARGUMENT",
+      );
       // Another queue in the same credential's scope: the cursor is bound to its queue
       // (protocol §3: a cursor may not be used with another queue), not only to the
       // credential (the 404 above is the scope's).
       for (let i = 0; i < 2; i++) assert.equal((await create({})).status, 201);
-      const ownCursor = (await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${q}&limit=1`)).json.data.next_cursor as string;
+      const ownCursor = (await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${q}&limit=1`)).json.data
+        .next_cursor as string;
       assert.ok(ownCursor, "owner has more than one subscription on q");
-      assertError(await client(node.url, owner.token).get(`/v1/subscriptions?queue_id=${owner.queues[1]!.id}&cursor=${ownCursor}`), 400, "INVALID_ARGUMENT");
+      assertError(
+        await client(node.url, owner.token).get(
+          `/v1/subscriptions?queue_id=${owner.queues[1]!.id}&cursor=${ownCursor}`,
+        ),
+        400,
+        "INVALID_ARGUMENT",
+      );
       assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=bm90LWEtY3Vyc29y`), 400, "INVALID_ARGUMENT");
       assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=%2F%2F`), 400, "INVALID_ARGUMENT");
       const forged = encodeCursor(
@@ -260,7 +364,14 @@ describe("subscriptions", () => {
       // this list (not an empty 200).
       for (const t of [Date.UTC(10000, 0, 1), 8.64e15, 8.64e15 + 1, 9e15, -1]) {
         const outOfRange = Buffer.from(
-          JSON.stringify({ l: `subscriptions:${q}`, c: mine.credential_id, n: mine.namespace_id, f: "", t, i: "f".repeat(32) }),
+          JSON.stringify({
+            l: `subscriptions:${q}`,
+            c: mine.credential_id,
+            n: mine.namespace_id,
+            f: "",
+            t,
+            i: "f".repeat(32),
+          }),
         ).toString("base64url");
         assertError(await api3.get(`/v1/subscriptions?queue_id=${q}&cursor=${outOfRange}`), 400, "INVALID_ARGUMENT");
       }
@@ -276,7 +387,12 @@ describe("subscriptions", () => {
       // Protocol §3: a list holds only the current credential's subscriptions in that queue:
       // a credential with subscriptions on two
       // queues of its scope sees each queue's own in that queue's list, never the other's.
-      const two = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "q2"], eventAccess: true });
+      const two = await bootstrap(db.url, {
+        namespace: "ns",
+        application: "app",
+        queues: ["q", "q2"],
+        eventAccess: true,
+      });
       const api5 = client(node.url, two.token);
       const [q1, q2] = two.queues.map((x) => x.id) as [string, string];
       const on = async (queue: string, count: number) => {
@@ -292,21 +408,38 @@ describe("subscriptions", () => {
       const second = await on(q2, 2);
       const ofQ2 = await api5.get(`/v1/subscriptions?queue_id=${q2}`);
       assert.equal(ofQ2.status, 200, ofQ2.text);
-      assert.deepEqual(ofQ2.json.data.items.map((x: any) => x.id), [...second].reverse(), "q2's two, none of q's");
+      assert.deepEqual(
+        ofQ2.json.data.items.map((x: any) => x.id),
+        [...second].reverse(),
+        "q2's two, none of q's",
+      );
       assert.ok(ofQ2.json.data.items.every((x: any) => x.queue_id === q2));
       const ofQ1 = await api5.get(`/v1/subscriptions?queue_id=${q1}`);
       assert.equal(ofQ1.json.data.items.length, 20, "limit omitted: 20");
-      assert.deepEqual(ofQ1.json.data.items.map((x: any) => x.id), [...first].reverse().slice(0, 20));
+      assert.deepEqual(
+        ofQ1.json.data.items.map((x: any) => x.id),
+        [...first].reverse().slice(0, 20),
+      );
       const rest = await api5.get(`/v1/subscriptions?queue_id=${q1}&cursor=${ofQ1.json.data.next_cursor}`);
-      assert.deepEqual(rest.json.data.items.map((x: any) => x.id), [first[0]], "the 21st on the next page, and none of q2's");
+      assert.deepEqual(
+        rest.json.data.items.map((x: any) => x.id),
+        [first[0]],
+        "the 21st on the next page, and none of q2's",
+      );
       assert.equal(rest.json.data.next_cursor, undefined);
       // created_at DESC, id DESC: two created in the same millisecond (set by hand) come by id,
       // one a page, each once.
-      await db.query("UPDATE subscriptions SET created_at = (SELECT MIN(created_at) FROM (SELECT created_at FROM subscriptions WHERE id IN (?)) t) WHERE id IN (?)", [second, second]);
+      await db.query(
+        "UPDATE subscriptions SET created_at = (SELECT MIN(created_at) FROM (SELECT created_at FROM subscriptions WHERE id IN (?)) t) WHERE id IN (?)",
+        [second, second],
+      );
       const byId = [...second].sort().reverse();
       const p1 = await api5.get(`/v1/subscriptions?queue_id=${q2}&limit=1`);
       const p2 = await api5.get(`/v1/subscriptions?queue_id=${q2}&limit=1&cursor=${p1.json.data.next_cursor}`);
-      assert.deepEqual([...p1.json.data.items, ...p2.json.data.items].map((x: any) => x.id), byId);
+      assert.deepEqual(
+        [...p1.json.data.items, ...p2.json.data.items].map((x: any) => x.id),
+        byId,
+      );
       assert.equal(p2.json.data.next_cursor, undefined);
     });
   });
@@ -316,7 +449,11 @@ describe("subscriptions", () => {
       // Created with the key the pause uses below: keys are scoped to their operation kind.
       const s = (await create({}, "pause-1")).json.data.subscription;
       const path = `/v1/subscriptions/${s.id}:configure`;
-      const pause = await api.post(path, { expected_revision: "1", enabled: false, reason: "receiver maintenance" }, "pause-1");
+      const pause = await api.post(
+        path,
+        { expected_revision: "1", enabled: false, reason: "receiver maintenance" },
+        "pause-1",
+      );
       assert.equal(pause.status, 200, pause.text);
       assertContract("configureSubscription", pause);
       assert.equal(pause.json.data.deduplicated, false);
@@ -324,18 +461,34 @@ describe("subscriptions", () => {
       assert.equal(pause.json.data.subscription.revision, "2");
       const same = await api.post(path, { expected_revision: "2", enabled: false, reason: "again" });
       assert.equal(same.json.data.subscription.revision, "3", "the same boolean still counts");
-      const replay = await api.post(path, { expected_revision: "1", enabled: false, reason: "receiver maintenance" }, "pause-1");
+      const replay = await api.post(
+        path,
+        { expected_revision: "1", enabled: false, reason: "receiver maintenance" },
+        "pause-1",
+      );
       assert.equal(replay.status, 200);
       assert.equal(replay.json.data.deduplicated, true);
       assert.deepEqual(replay.json.data.subscription, pause.json.data.subscription, "the original receipt, revision 2");
       // The same key and body on ANOTHER subscription is other content (the path target is
       // part of it): 409, never the first subscription's receipt, and that one stays enabled.
       const s2 = (await create({})).json.data.subscription;
-      const elsewhere = await api.post(`/v1/subscriptions/${s2.id}:configure`, { expected_revision: "1", enabled: false, reason: "receiver maintenance" }, "pause-1");
+      const elsewhere = await api.post(
+        `/v1/subscriptions/${s2.id}:configure`,
+        { expected_revision: "1", enabled: false, reason: "receiver maintenance" },
+        "pause-1",
+      );
       assertError(elsewhere, 409, "IDEMPOTENCY_CONFLICT");
       assert.deepEqual((await api.get(`/v1/subscriptions/${s2.id}`)).json.data, s2);
-      assertError(await api.post(path, { expected_revision: "2", enabled: true, reason: "stale" }), 409, "STATE_CONFLICT");
-      assertError(await api.post(path, { expected_revision: "3", enabled: true, reason: "other" }, "pause-1"), 409, "IDEMPOTENCY_CONFLICT");
+      assertError(
+        await api.post(path, { expected_revision: "2", enabled: true, reason: "stale" }),
+        409,
+        "STATE_CONFLICT",
+      );
+      assertError(
+        await api.post(path, { expected_revision: "3", enabled: true, reason: "other" }, "pause-1"),
+        409,
+        "IDEMPOTENCY_CONFLICT",
+      );
       const resume = await api.post(path, { expected_revision: "3", enabled: true, reason: "back" }, "resume-1");
       assert.equal(resume.json.data.subscription.enabled, true);
       assert.equal(resume.json.data.subscription.revision, "4");
@@ -346,7 +499,14 @@ describe("subscriptions", () => {
           [s.id],
         );
         assert.deepEqual(
-          rows.map((r) => [r.credential_id, r.action, JSON.parse(r.details).enabled, r.reason, String(r.revision_before), String(r.revision_after)]),
+          rows.map((r) => [
+            r.credential_id,
+            r.action,
+            JSON.parse(r.details).enabled,
+            r.reason,
+            String(r.revision_before),
+            String(r.revision_after),
+          ]),
           [
             [owner.credential_id, "subscription.configure", false, "receiver maintenance", "1", "2"],
             [owner.credential_id, "subscription.configure", false, "again", "2", "3"],
@@ -376,10 +536,18 @@ describe("subscriptions", () => {
       ]) {
         assertError(await api.post(path, body), 400, "INVALID_ARGUMENT");
       }
-      assertError(await api.post(path, { expected_revision: "1", enabled: false, reason: "r" }, null), 400, "INVALID_ARGUMENT");
+      assertError(
+        await api.post(path, { expected_revision: "1", enabled: false, reason: "r" }, null),
+        400,
+        "INVALID_ARGUMENT",
+      );
       const ok = await api.post(path, { expected_revision: "1", enabled: false, reason: "字".repeat(1024) });
       assert.equal(ok.status, 200, "1024 Unicode characters");
-      assertError(await api.post(`/v1/subscriptions/${ID}:configure`, { expected_revision: "1", enabled: false, reason: "r" }), 404, "NOT_FOUND");
+      assertError(
+        await api.post(`/v1/subscriptions/${ID}:configure`, { expected_revision: "1", enabled: false, reason: "r" }),
+        404,
+        "NOT_FOUND",
+      );
     });
 
     it("refuses a command at the revision's maximum with 409 STATE_CONFLICT and changes nothing", async () => {
@@ -390,13 +558,19 @@ describe("subscriptions", () => {
       const c = await db.connect();
       try {
         await c.query("UPDATE subscriptions SET revision = ? WHERE id = ?", [max, s.id]);
-        const res = await api.post(`/v1/subscriptions/${s.id}:configure`, { expected_revision: max, enabled: false, reason: "r" });
+        const res = await api.post(`/v1/subscriptions/${s.id}:configure`, {
+          expected_revision: max,
+          enabled: false,
+          reason: "r",
+        });
         assertError(res, 409, "STATE_CONFLICT");
         assert.match(res.json.error.message, /maximum/);
         const now = (await api.get(`/v1/subscriptions/${s.id}`)).json.data;
         assert.equal(now.enabled, true);
         assert.equal(now.revision, max);
-        const [audits] = await c.query<any[]>("SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id = ?", [s.id]);
+        const [audits] = await c.query<any[]>("SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id = ?", [
+          s.id,
+        ]);
         assert.equal(Number(audits[0].n), 0);
       } finally {
         await c.end();
@@ -406,24 +580,46 @@ describe("subscriptions", () => {
 
   describe("the limit of 64 per namespace", () => {
     it("lets exactly 64 of 70 concurrent creates through; the rest get SUBSCRIPTION_LIMIT", async () => {
-      const team = await bootstrap(db.url, { namespace: "crowded", application: "app", queues: ["q"], eventAccess: true });
+      const team = await bootstrap(db.url, {
+        namespace: "crowded",
+        application: "app",
+        queues: ["q"],
+        eventAccess: true,
+      });
       const api4 = client(node.url, team.token);
       const results = await Promise.all(
-        Array.from({ length: 70 }, (_, i) => api4.post("/v1/subscriptions", { name: `s${i}`, queue_id: team.queues[0]!.id })),
+        Array.from({ length: 70 }, (_, i) =>
+          api4.post("/v1/subscriptions", { name: `s${i}`, queue_id: team.queues[0]!.id }),
+        ),
       );
       const created = results.filter((r) => r.status === 201).length;
       const refused = results.filter((r) => r.status === 409 && r.json.error.code === "SUBSCRIPTION_LIMIT");
       assert.equal(created, 64);
       assert.equal(refused.length, 6);
       for (const r of refused) assertContract("createSubscription", r);
-      assertError(await api4.post("/v1/subscriptions", { name: "s-late", queue_id: team.queues[0]!.id }), 409, "SUBSCRIPTION_LIMIT");
+      assertError(
+        await api4.post("/v1/subscriptions", { name: "s-late", queue_id: team.queues[0]!.id }),
+        409,
+        "SUBSCRIPTION_LIMIT",
+      );
       // The namespace's limit, whichever credential of it asks (at most 64 subscriptions per
       // namespace).
-      const mate = await bootstrap(db.url, { namespace: "crowded", application: "app2", queues: ["q"], eventAccess: true });
-      assertError(await client(node.url, mate.token).post("/v1/subscriptions", { name: "s-mate", queue_id: mate.queues[0]!.id }), 409, "SUBSCRIPTION_LIMIT");
+      const mate = await bootstrap(db.url, {
+        namespace: "crowded",
+        application: "app2",
+        queues: ["q"],
+        eventAccess: true,
+      });
+      assertError(
+        await client(node.url, mate.token).post("/v1/subscriptions", { name: "s-mate", queue_id: mate.queues[0]!.id }),
+        409,
+        "SUBSCRIPTION_LIMIT",
+      );
       const c = await db.connect();
       try {
-        const [rows] = await c.query<any[]>("SELECT COUNT(*) AS n FROM subscriptions WHERE namespace_id = ?", [team.namespace_id]);
+        const [rows] = await c.query<any[]>("SELECT COUNT(*) AS n FROM subscriptions WHERE namespace_id = ?", [
+          team.namespace_id,
+        ]);
         assert.equal(Number(rows[0].n), 64, "the namespace never holds more than 64");
       } finally {
         await c.end();

@@ -77,7 +77,11 @@ describe("task state × operation", function () {
    * Runs `op` on a task in `state`; `expect` is the state it moves to (one event of
    * `event`, revision + 1) or undefined for a 409 that changes and writes nothing.
    */
-  async function check(state: State, op: (m: Made) => Promise<any>, expect?: { to: State; event: string; reason: string }) {
+  async function check(
+    state: State,
+    op: (m: Made) => Promise<any>,
+    expect?: { to: State; event: string; reason: string },
+  ) {
     const m = await make(state);
     const before = await eventsOf(m.id);
     const res = await op(m);
@@ -103,16 +107,23 @@ describe("task state × operation", function () {
   it("cancel: QUEUED and RUNNING become CANCELLED; every other state is 409", async () => {
     const cancel = (m: Made) => api.post(`/v1/tasks/${m.id}:cancel`, { expected_revision: m.revision, reason: "r" });
     for (const s of STATES) {
-      const to = s === "QUEUED" || s === "RUNNING" ? { to: "CANCELLED" as const, event: "task.cancelled", reason: "CANCEL_REQUESTED" } : undefined;
+      const to =
+        s === "QUEUED" || s === "RUNNING"
+          ? { to: "CANCELLED" as const, event: "task.cancelled", reason: "CANCEL_REQUESTED" }
+          : undefined;
       await check(s, cancel, to);
     }
   });
 
   it("resolve: only NEEDS_REVIEW moves, to SUCCEEDED or FAILED; every other state is 409", async () => {
     for (const outcome of ["succeeded", "failed"] as const) {
-      const resolve = (m: Made) => api.post(`/v1/tasks/${m.id}:resolve`, { expected_revision: m.revision, outcome, reason: "r" });
+      const resolve = (m: Made) =>
+        api.post(`/v1/tasks/${m.id}:resolve`, { expected_revision: m.revision, outcome, reason: "r" });
       for (const s of STATES) {
-        const to = outcome === "succeeded" ? { to: "SUCCEEDED" as const, event: "task.succeeded", reason: "REVIEW_SUCCEEDED" } : { to: "FAILED" as const, event: "task.failed", reason: "REVIEW_FAILED" };
+        const to =
+          outcome === "succeeded"
+            ? { to: "SUCCEEDED" as const, event: "task.succeeded", reason: "REVIEW_SUCCEEDED" }
+            : { to: "FAILED" as const, event: "task.failed", reason: "REVIEW_FAILED" };
         await check(s, resolve, s === "NEEDS_REVIEW" ? to : undefined);
       }
     }
@@ -124,8 +135,13 @@ describe("task state × operation", function () {
       failed: { to: "FAILED", event: "task.failed", reason: "WORKER_FAILED" },
       needs_review: { to: "NEEDS_REVIEW", event: "task.needs_review", reason: "WORKER_NEEDS_REVIEW" },
     } as const;
-    for (const [outcome, to] of Object.entries(outcomes)) await check("RUNNING", (m) => complete(m.attempt!, { outcome }), to);
-    await check("RUNNING", (m) => requeue(m.attempt!, { reason: "r" }), { to: "QUEUED", event: "task.requeued", reason: "WORKER_REQUEUED" });
+    for (const [outcome, to] of Object.entries(outcomes))
+      await check("RUNNING", (m) => complete(m.attempt!, { outcome }), to);
+    await check("RUNNING", (m) => requeue(m.attempt!, { reason: "r" }), {
+      to: "QUEUED",
+      event: "task.requeued",
+      reason: "WORKER_REQUEUED",
+    });
     for (const s of ["SUCCEEDED", "FAILED", "NEEDS_REVIEW"] as const) {
       await check(s, (m) => complete(m.attempt!, { outcome: "succeeded", result: { other: 1 } }));
       await check(s, (m) => requeue(m.attempt!, { reason: "r" }));
@@ -168,7 +184,10 @@ describe("task state × operation", function () {
     assert.equal(last.state, "FAILED");
     assert.equal((await api.post("/v1/worker/claim", { queue_id: q }, null)).status, 204);
     const events = (await eventsOf(t.id)).map((e) => [e.type, e.details.reason]);
-    assert.deepEqual(events, [...Array(4).fill(["task.requeued", "WORKER_REQUEUED"]), ["task.failed", "ATTEMPTS_EXHAUSTED"]]);
+    assert.deepEqual(events, [
+      ...Array(4).fill(["task.requeued", "WORKER_REQUEUED"]),
+      ["task.failed", "ATTEMPTS_EXHAUSTED"],
+    ]);
   });
 
   it("puts a requeued task at the back of its queue, behind a task submitted while it ran", async () => {
@@ -186,7 +205,10 @@ describe("task state × operation", function () {
   it("leaves the namespace's stream gapless: sequences 1..head, each event once", async () => {
     await waitSequenced(db, cred.namespace_id);
     const { head, events } = await readLog(db, cred.namespace_id);
-    assert.deepEqual(events.map((e) => e.sequence), Array.from({ length: Number(head) }, (_, i) => String(i + 1)));
+    assert.deepEqual(
+      events.map((e) => e.sequence),
+      Array.from({ length: Number(head) }, (_, i) => String(i + 1)),
+    );
     assert.equal(new Set(events.map((e) => e.id)).size, events.length);
   });
 });

@@ -58,7 +58,15 @@ describe("tasks", () => {
       assertContract("submitTask", res);
       const t = res.json.data.task;
       assert.equal(res.json.data.deduplicated, false);
-      assert.deepEqual(Object.keys(t).sort(), ["attempts", "created_at", "id", "queue_id", "revision", "state", "updated_at"]);
+      assert.deepEqual(Object.keys(t).sort(), [
+        "attempts",
+        "created_at",
+        "id",
+        "queue_id",
+        "revision",
+        "state",
+        "updated_at",
+      ]);
       assert.equal(t.state, "QUEUED");
       assert.equal(t.revision, "1");
       assert.equal(t.attempts, 0);
@@ -80,7 +88,10 @@ describe("tasks", () => {
 
     it("refuses the same key with other content: 409 IDEMPOTENCY_CONFLICT, nothing written", async () => {
       // Raw text: these two differ only beyond a double's precision.
-      assert.equal((await submit(`{"queue_id":"${q}","input":{"n":12345678901234567890}}`, "submit-conflict")).status, 201);
+      assert.equal(
+        (await submit(`{"queue_id":"${q}","input":{"n":12345678901234567890}}`, "submit-conflict")).status,
+        201,
+      );
       const n = await taskCount();
       const res = await submit(`{"queue_id":"${q}","input":{"n":12345678901234567891}}`, "submit-conflict");
       assertError(res, 409, "IDEMPOTENCY_CONFLICT");
@@ -90,7 +101,11 @@ describe("tasks", () => {
 
     it("scopes keys to the credential", async () => {
       const mine = await submit({ queue_id: other.queues[0]!.id, input: 1 }, "shared-key");
-      const theirs = await client(node.url, other.token).post("/v1/tasks", { queue_id: other.queues[0]!.id, input: 1 }, "shared-key");
+      const theirs = await client(node.url, other.token).post(
+        "/v1/tasks",
+        { queue_id: other.queues[0]!.id, input: 1 },
+        "shared-key",
+      );
       assert.equal(mine.status, 201);
       assert.equal(theirs.status, 201);
       assert.notEqual(mine.json.data.task.id, theirs.json.data.task.id);
@@ -165,7 +180,12 @@ describe("tasks", () => {
       // The body's queue is the scope: 404 before the Idempotency-Key's 400 (openapi order).
       assertError(await api.post("/v1/tasks", { queue_id: ID, input: 1 }, null), 404, "NOT_FOUND");
       assertError(await api.post("/v1/tasks", { queue_id: q, input: 1 }, null), 400, "INVALID_ARGUMENT");
-      const reader = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["tasks:read"], queueIds: [q] });
+      const reader = await makeCredential(db, {
+        namespaceId: owner.namespace_id,
+        applicationId: owner.application_id,
+        actions: ["tasks:read"],
+        queueIds: [q],
+      });
       const res = await client(node.url, reader.token).post("/v1/tasks", { queue_id: q, input: 1 });
       assertError(res, 403, "PERMISSION_DENIED");
     });
@@ -181,7 +201,12 @@ describe("tasks", () => {
       assertError(await client(node.url, other.token).get(`/v1/tasks/${t.id}`), 404, "NOT_FOUND");
       assertError(await api.get(`/v1/tasks/${ID}`), 404, "NOT_FOUND");
       assertError(await api.get(`/v1/tasks/${t.id.toUpperCase()}`), 404, "NOT_FOUND");
-      const worker = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["tasks:work"], queueIds: [q] });
+      const worker = await makeCredential(db, {
+        namespaceId: owner.namespace_id,
+        applicationId: owner.application_id,
+        actions: ["tasks:work"],
+        queueIds: [q],
+      });
       assertError(await client(node.url, worker.token).get(`/v1/tasks/${t.id}`), 403, "PERMISSION_DENIED");
     });
   });
@@ -206,7 +231,14 @@ describe("tasks", () => {
       const e = events[0]!;
       assert.equal(e.type, "task.cancelled");
       assert.deepEqual(e.details, { state: "CANCELLED", reason: "CANCEL_REQUESTED" });
-      assert.deepEqual(e.snapshot, { schema_version: 1, task_id: t.id, queue_id: q, state: "CANCELLED", revision: "2", effect_uncertain: false });
+      assert.deepEqual(e.snapshot, {
+        schema_version: 1,
+        task_id: t.id,
+        queue_id: q,
+        state: "CANCELLED",
+        revision: "2",
+        effect_uncertain: false,
+      });
       assert.equal(e.aggregate_revision, "2");
     });
 
@@ -232,7 +264,12 @@ describe("tasks", () => {
       return [...text.matchAll(/^orbit_database_retries_total\{[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);
     };
     /** One of the pair answered 200, the other 409; the task's state and its one event are the winner's. */
-    async function decidedOnce(events: LoggedEvent[], taskId: string, cancel: RawResponse, complete: RawResponse): Promise<void> {
+    async function decidedOnce(
+      events: LoggedEvent[],
+      taskId: string,
+      cancel: RawResponse,
+      complete: RawResponse,
+    ): Promise<void> {
       assert.deepEqual([cancel.status, complete.status].sort(), [200, 409], `${cancel.text} ${complete.text}`);
       const cancelled = cancel.status === 200;
       assertError(cancelled ? complete : cancel, 409, "STATE_CONFLICT");
@@ -241,9 +278,17 @@ describe("tasks", () => {
       assert.deepEqual(mine, [cancelled ? "task.cancelled" : "task.succeeded"]);
     }
     const lockWaits = async () =>
-      Number((await db.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT%FOR UPDATE'", [db.name]))[0].n);
+      Number(
+        (
+          await db.query(
+            "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT%FOR UPDATE'",
+            [db.name],
+          )
+        )[0].n,
+      );
     async function untilLockWaits(n: number): Promise<void> {
-      for (const end = Date.now() + 10000; (await lockWaits()) < n; await sleep(10)) assert.ok(Date.now() < end, `${n} lock waits`);
+      for (const end = Date.now() + 10000; (await lockWaits()) < n; await sleep(10))
+        assert.ok(Date.now() < end, `${n} lock waits`);
     }
 
     it("takes a cancel's and a completion's locks in one order: no deadlock when both wait for the task", async () => {
@@ -281,7 +326,10 @@ describe("tasks", () => {
           const cancel = () => api.post(`/v1/tasks/${taskId}:cancel`, { expected_revision: "2", reason: "race" });
           const complete = () => api.post(`/v1/worker/attempts/${attemptId}:complete`, { outcome: "succeeded" }, null);
           // Either may start first.
-          const [c, w] = i % 2 === 0 ? await Promise.all([cancel(), complete()]) : (await Promise.all([complete(), cancel()])).reverse();
+          const [c, w] =
+            i % 2 === 0
+              ? await Promise.all([cancel(), complete()])
+              : (await Promise.all([complete(), cancel()])).reverse();
           return { taskId, cancel: c!, complete: w! };
         }),
       );
@@ -293,7 +341,11 @@ describe("tasks", () => {
 
     it("refuses a wrong revision or a finished task with 409, and bad input with 400", async () => {
       const t = (await submit({ queue_id: q, input: 1 })).json.data.task;
-      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "7", reason: "x" }), 409, "STATE_CONFLICT");
+      assertError(
+        await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "7", reason: "x" }),
+        409,
+        "STATE_CONFLICT",
+      );
       const leadingZero = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "01", reason: "x" });
       assertError(leadingZero, 400, "INVALID_ARGUMENT");
       // The rule in words, not the uint64 pattern's hundreds of characters of regular expression.
@@ -301,16 +353,36 @@ describe("tasks", () => {
         leadingZero.json.error.message,
         "body field expected_revision: must be a canonical decimal uint64 (0 to 18446744073709551615; no sign, leading zero, fraction, exponent or whitespace)",
       );
-      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "" }), 400, "INVALID_ARGUMENT");
-      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x".repeat(1025) }), 400, "INVALID_ARGUMENT");
+      assertError(
+        await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "" }),
+        400,
+        "INVALID_ARGUMENT",
+      );
+      assertError(
+        await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x".repeat(1025) }),
+        400,
+        "INVALID_ARGUMENT",
+      );
       assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1" }), 400, "INVALID_ARGUMENT");
       // docs/tasks.md: cancel takes an Idempotency-Key; without one it is 400 and writes nothing.
-      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x" }, null), 400, "INVALID_ARGUMENT");
+      assertError(
+        await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "x" }, null),
+        400,
+        "INVALID_ARGUMENT",
+      );
       // 1024 Unicode characters (2048 UTF-16 units) is within the limit.
       const ok = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "😀".repeat(1024) });
       assert.equal(ok.status, 200, ok.text);
-      assertError(await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "2", reason: "again" }), 409, "STATE_CONFLICT");
-      assertError(await client(node.url, other.token).post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "2", reason: "x" }), 404, "NOT_FOUND");
+      assertError(
+        await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "2", reason: "again" }),
+        409,
+        "STATE_CONFLICT",
+      );
+      assertError(
+        await client(node.url, other.token).post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "2", reason: "x" }),
+        404,
+        "NOT_FOUND",
+      );
     });
   });
 
@@ -319,18 +391,42 @@ describe("tasks", () => {
       const t = (await submit({ queue_id: q, input: 1 })).json.data.task;
       const first = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "a" }, "cancel-key");
       assert.equal(first.status, 200);
-      const conflict = await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "b" }, "cancel-key");
+      const conflict = await api.post(
+        `/v1/tasks/${t.id}:cancel`,
+        { expected_revision: "1", reason: "b" },
+        "cancel-key",
+      );
       assertError(conflict, 409, "IDEMPOTENCY_CONFLICT");
       const t2 = (await submit({ queue_id: q, input: 2 })).json.data.task;
-      const otherTarget = await api.post(`/v1/tasks/${t2.id}:cancel`, { expected_revision: "1", reason: "a" }, "cancel-key");
+      const otherTarget = await api.post(
+        `/v1/tasks/${t2.id}:cancel`,
+        { expected_revision: "1", reason: "a" },
+        "cancel-key",
+      );
       assertError(otherTarget, 409, "IDEMPOTENCY_CONFLICT");
       assert.equal((await api.get(`/v1/tasks/${t2.id}`)).json.data.state, "QUEUED", "the other task was not cancelled");
-      const noToken = await client(node.url, "orbit_nope").post(`/v1/tasks/${t2.id}:cancel`, { expected_revision: "1", reason: "a" });
+      const noToken = await client(node.url, "orbit_nope").post(`/v1/tasks/${t2.id}:cancel`, {
+        expected_revision: "1",
+        reason: "a",
+      });
       assertError(noToken, 401, "UNAUTHENTICATED");
-      const submitter = await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: ["tasks:submit"], queueIds: [q] });
+      const submitter = await makeCredential(db, {
+        namespaceId: owner.namespace_id,
+        applicationId: owner.application_id,
+        actions: ["tasks:submit"],
+        queueIds: [q],
+      });
       const sub = client(node.url, submitter.token);
-      assertError(await sub.post(`/v1/tasks/${t2.id}:cancel`, { expected_revision: "1", reason: "a" }), 403, "PERMISSION_DENIED");
-      assertError(await sub.post(`/v1/tasks/${t2.id}:resolve`, { expected_revision: "1", outcome: "failed", reason: "a" }), 403, "PERMISSION_DENIED");
+      assertError(
+        await sub.post(`/v1/tasks/${t2.id}:cancel`, { expected_revision: "1", reason: "a" }),
+        403,
+        "PERMISSION_DENIED",
+      );
+      assertError(
+        await sub.post(`/v1/tasks/${t2.id}:resolve`, { expected_revision: "1", outcome: "failed", reason: "a" }),
+        403,
+        "PERMISSION_DENIED",
+      );
       assertError(await sub.post(`/v1/tasks/${t2.id}:resolve`, { bad: true }), 403, "PERMISSION_DENIED");
     });
 
@@ -372,37 +468,78 @@ describe("tasks", () => {
       const qd = owner.queues[3]!.id;
       const t = (await submit({ queue_id: qd, input: 1 })).json.data.task;
       const c = await claim(qd);
-      const done = await api.post(`/v1/worker/attempts/${c.attempt_id}:complete`, { outcome: "needs_review", result: { score: 0.5 } }, null);
+      const done = await api.post(
+        `/v1/worker/attempts/${c.attempt_id}:complete`,
+        { outcome: "needs_review", result: { score: 0.5 } },
+        null,
+      );
       assert.equal(done.status, 200, done.text);
       assert.equal(done.json.data.task.state, "NEEDS_REVIEW");
       const rev = done.json.data.task.revision;
-      assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: "1", outcome: "succeeded", reason: "ok" }), 409, "STATE_CONFLICT");
-      assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "maybe", reason: "ok" }), 400, "INVALID_ARGUMENT");
+      assertError(
+        await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: "1", outcome: "succeeded", reason: "ok" }),
+        409,
+        "STATE_CONFLICT",
+      );
+      assertError(
+        await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "maybe", reason: "ok" }),
+        400,
+        "INVALID_ARGUMENT",
+      );
       // docs/tasks.md: resolve takes an Idempotency-Key; without one it is 400 and writes nothing.
-      assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: rev, outcome: "succeeded", reason: "ok" }, null), 400, "INVALID_ARGUMENT");
+      assertError(
+        await api.post(
+          `/v1/tasks/${t.id}:resolve`,
+          { expected_revision: rev, outcome: "succeeded", reason: "ok" },
+          null,
+        ),
+        400,
+        "INVALID_ARGUMENT",
+      );
       const resolveBody = { expected_revision: rev, outcome: "succeeded", reason: "checked by hand" };
       const res = await api.post(`/v1/tasks/${t.id}:resolve`, resolveBody, "resolve-1");
       assert.equal(res.status, 200, res.text);
       const replay = await api.post(`/v1/tasks/${t.id}:resolve`, resolveBody, "resolve-1");
       assert.equal(replay.json.data.deduplicated, true);
       assert.deepEqual(replay.json.data.task, res.json.data.task);
-      assertError(await api.post(`/v1/tasks/${t.id}:resolve`, { ...resolveBody, outcome: "failed" }, "resolve-1"), 409, "IDEMPOTENCY_CONFLICT");
+      assertError(
+        await api.post(`/v1/tasks/${t.id}:resolve`, { ...resolveBody, outcome: "failed" }, "resolve-1"),
+        409,
+        "IDEMPOTENCY_CONFLICT",
+      );
       assertContract("resolveTask", res);
       assert.equal(res.json.data.task.state, "SUCCEEDED");
       assert.equal(res.json.data.task.result, '{"score":0.5}', "no result sent: the worker's result stays");
       assertError(
-        await api.post(`/v1/tasks/${t.id}:resolve`, { expected_revision: res.json.data.task.revision, outcome: "failed", reason: "no" }),
+        await api.post(`/v1/tasks/${t.id}:resolve`, {
+          expected_revision: res.json.data.task.revision,
+          outcome: "failed",
+          reason: "no",
+        }),
         409,
         "STATE_CONFLICT",
       );
       await waitSequenced(db, owner.namespace_id);
       const events = (await readLog(db, owner.namespace_id)).events.filter((e) => e.aggregate_id === t.id);
-      assert.deepEqual(events.map((e) => e.type), ["task.needs_review", "task.succeeded"]);
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ["task.needs_review", "task.succeeded"],
+      );
       assert.notEqual(events[0]!.id, events[1]!.id);
-      assert.deepEqual(events.map((e) => e.details.reason), ["WORKER_NEEDS_REVIEW", "REVIEW_SUCCEEDED"]);
+      assert.deepEqual(
+        events.map((e) => e.details.reason),
+        ["WORKER_NEEDS_REVIEW", "REVIEW_SUCCEEDED"],
+      );
       // openapi.yaml: effect_uncertain only for a cancel while RUNNING or a last lease run out.
-      assert.deepEqual(events.map((e) => e.snapshot.effect_uncertain), [false, false]);
-      for (const e of events) assert.ok(validResultEvent({ ...e, aggregate_kind: "task", occurred_at: "2026-01-01T00:00:00.000Z" }), JSON.stringify(e));
+      assert.deepEqual(
+        events.map((e) => e.snapshot.effect_uncertain),
+        [false, false],
+      );
+      for (const e of events)
+        assert.ok(
+          validResultEvent({ ...e, aggregate_kind: "task", occurred_at: "2026-01-01T00:00:00.000Z" }),
+          JSON.stringify(e),
+        );
     });
   });
 });

@@ -99,12 +99,19 @@ describe("worker API", () => {
     assert.equal((await api.get(`/v1/tasks/${t.id}`)).json.data.state, "RUNNING", "nothing written");
     // At the limit: "x…x" as sent is N + 2 bytes, N + 6 as a JSON string.
     const atLimit = (n: number) => `"${"x".repeat(n)}"`;
-    assertError(await complete(c.attempt_id, `{"outcome":"needs_review","result":${atLimit(256 * 1024 - 5)}}`), 400, "INVALID_ARGUMENT");
+    assertError(
+      await complete(c.attempt_id, `{"outcome":"needs_review","result":${atLimit(256 * 1024 - 5)}}`),
+      400,
+      "INVALID_ARGUMENT",
+    );
     const res = await complete(c.attempt_id, `{"outcome":"needs_review","result":${atLimit(256 * 1024 - 6)}}`);
     assert.equal(res.status, 200, res.text.slice(0, 300));
     // A reviewer's result is held to the same limit.
     const resolve = (result: string) =>
-      api.post(`/v1/tasks/${t.id}:resolve`, `{"expected_revision":"3","outcome":"succeeded","result":${result},"reason":"checked"}`);
+      api.post(
+        `/v1/tasks/${t.id}:resolve`,
+        `{"expected_revision":"3","outcome":"succeeded","result":${result},"reason":"checked"}`,
+      );
     assertError(await resolve(quotes), 400, "INVALID_ARGUMENT");
     assert.equal((await resolve("[1]")).status, 200);
   });
@@ -119,7 +126,8 @@ describe("worker API", () => {
     assert.equal(first.json.data.task.state, "FAILED");
     await waitSequenced(db, cred.namespace_id);
     // Only this task's events: other tests' expired attempts add events of their own.
-    const mine = async () => (await readLog(db, cred.namespace_id)).events.filter((e) => e.aggregate_id === t.id).length;
+    const mine = async () =>
+      (await readLog(db, cred.namespace_id)).events.filter((e) => e.aggregate_id === t.id).length;
     const before = await mine();
     const again = await complete(c.attempt_id, { error: "disk full", outcome: "failed" });
     assert.equal(again.status, 200, again.text);
@@ -147,10 +155,13 @@ describe("worker API", () => {
     assertError(await requeue(a2.attempt_id, { reason: "" }), 400, "INVALID_ARGUMENT");
     await waitSequenced(db, cred.namespace_id);
     const events = (await readLog(db, cred.namespace_id)).events.filter((e) => e.aggregate_id === t.id);
-    assert.deepEqual(events.map((e) => [e.type, e.details.reason, e.snapshot.effect_uncertain]), [
-      ["task.requeued", "WORKER_REQUEUED", false],
-      ["task.failed", "ATTEMPTS_EXHAUSTED", false],
-    ]);
+    assert.deepEqual(
+      events.map((e) => [e.type, e.details.reason, e.snapshot.effect_uncertain]),
+      [
+        ["task.requeued", "WORKER_REQUEUED", false],
+        ["task.failed", "ATTEMPTS_EXHAUSTED", false],
+      ],
+    );
   });
 
   it("recovers an attempt whose lease ran out: requeued, then FAILED with effect_uncertain at the limit", async () => {
@@ -170,10 +181,13 @@ describe("worker API", () => {
     assert.equal(end.state, "FAILED");
     await waitSequenced(db, cred.namespace_id);
     const events = (await readLog(db, cred.namespace_id)).events.filter((e) => e.aggregate_id === t.id);
-    assert.deepEqual(events.map((e) => [e.type, e.details.reason, e.snapshot.effect_uncertain, e.snapshot.current_attempt_id]), [
-      ["task.requeued", "LEASE_EXPIRED", true, a1.attempt_id],
-      ["task.failed", "ATTEMPTS_EXHAUSTED", true, a2.attempt_id],
-    ]);
+    assert.deepEqual(
+      events.map((e) => [e.type, e.details.reason, e.snapshot.effect_uncertain, e.snapshot.current_attempt_id]),
+      [
+        ["task.requeued", "LEASE_EXPIRED", true, a1.attempt_id],
+        ["task.failed", "ATTEMPTS_EXHAUSTED", true, a2.attempt_id],
+      ],
+    );
   });
 
   it("long-polls: a claim waits and receives a task submitted during the wait", async () => {
@@ -192,7 +206,12 @@ describe("worker API", () => {
     // Were a long-poll authenticated only once, at its start, a worker revoked during its
     // wait_ms would still take the next task (RUNNING under an attempt of a revoked credential).
     const q = await freshQueue();
-    const worker = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["tasks:work"], queueIds: [q] });
+    const worker = await makeCredential(db, {
+      namespaceId: cred.namespace_id,
+      applicationId: cred.application_id,
+      actions: ["tasks:work"],
+      queueIds: [q],
+    });
     const waiting = client(node.url, worker.token).post("/v1/worker/claim", { queue_id: q, wait_ms: 10000 }, null);
     await sleep(300);
     const rv = await runCli(["revoke", "--credential", worker.id], { ORBIT_DATABASE_URL: db.url });
@@ -212,8 +231,17 @@ describe("worker API", () => {
     // attempt used and effect_uncertain=true — or FAILED, ATTEMPTS_EXHAUSTED, at max_attempts 1.
     const q = await freshQueue();
     const u = new URL(node.url);
-    const gone = http.request({ host: u.hostname, port: u.port, method: "POST", path: "/v1/worker/claim", agent: false, headers: {
-      Authorization: `Bearer ${cred.token}`, "Content-Type": "application/json" } });
+    const gone = http.request({
+      host: u.hostname,
+      port: u.port,
+      method: "POST",
+      path: "/v1/worker/claim",
+      agent: false,
+      headers: {
+        Authorization: `Bearer ${cred.token}`,
+        "Content-Type": "application/json",
+      },
+    });
     gone.on("error", () => undefined);
     gone.end(JSON.stringify({ queue_id: q, wait_ms: 10000 }));
     await sleep(300);
@@ -266,26 +294,59 @@ describe("worker API", () => {
     assert.equal(atLimit.status, 200, atLimit.text);
     assert.equal(atLimit.json.data.task.id, waited.id);
     assert.equal((await complete(atLimit.json.data.attempt_id, { outcome: "succeeded" })).status, 200);
-    assertError(await api.post("/v1/worker/claim", { queue_id: "0123456789abcdef0123456789abcdef" }, null), 404, "NOT_FOUND");
+    assertError(
+      await api.post("/v1/worker/claim", { queue_id: "0123456789abcdef0123456789abcdef" }, null),
+      404,
+      "NOT_FOUND",
+    );
     await submit(q);
     const a = (await claim(q)).json.data;
     assertError(await complete(a.attempt_id, { outcome: "done" }), 400, "INVALID_ARGUMENT");
     assertError(await complete(a.attempt_id, { outcome: "failed", error: "" }), 400, "INVALID_ARGUMENT");
     assertError(await complete("0123456789abcdef0123456789abcdef", { outcome: "failed" }), 404, "NOT_FOUND");
     const stranger = await bootstrap(db.url, { namespace: "ns", application: "other", queues: ["elsewhere"] });
-    assertError(await client(node.url, stranger.token).post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "failed" }, null), 404, "NOT_FOUND");
+    assertError(
+      await client(node.url, stranger.token).post(
+        `/v1/worker/attempts/${a.attempt_id}:complete`,
+        { outcome: "failed" },
+        null,
+      ),
+      404,
+      "NOT_FOUND",
+    );
     // 404 before 400: the body is read first, but its error waits for the scope check.
     assertError(await complete("0123456789abcdef0123456789abcdef", { outcome: "done" }), 404, "NOT_FOUND");
     assertError(await requeue("0123456789abcdef0123456789abcdef", { reason: "" }), 404, "NOT_FOUND");
-    assertError(await client(node.url, stranger.token).post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "done" }, null), 404, "NOT_FOUND");
+    assertError(
+      await client(node.url, stranger.token).post(
+        `/v1/worker/attempts/${a.attempt_id}:complete`,
+        { outcome: "done" },
+        null,
+      ),
+      404,
+      "NOT_FOUND",
+    );
     assertError(await requeue(a.attempt_id, { reason: "" }), 400, "INVALID_ARGUMENT");
-    const submitter = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["tasks:submit"], queueIds: [q] });
-    assertError(await client(node.url, submitter.token).post("/v1/worker/claim", { queue_id: q }, null), 403, "PERMISSION_DENIED");
+    const submitter = await makeCredential(db, {
+      namespaceId: cred.namespace_id,
+      applicationId: cred.application_id,
+      actions: ["tasks:submit"],
+      queueIds: [q],
+    });
+    assertError(
+      await client(node.url, submitter.token).post("/v1/worker/claim", { queue_id: q }, null),
+      403,
+      "PERMISSION_DENIED",
+    );
     // Worker calls ignore an Idempotency-Key. (A fresh attempt: the 1 s lease of `a`
     // may have run out during the checks above.)
     await submit(q);
     const fresh = (await claim(q)).json.data;
-    const withKey = await api.post(`/v1/worker/attempts/${fresh.attempt_id}:complete`, { outcome: "succeeded" }, "ignored-key");
+    const withKey = await api.post(
+      `/v1/worker/attempts/${fresh.attempt_id}:complete`,
+      { outcome: "succeeded" },
+      "ignored-key",
+    );
     assert.equal(withKey.status, 200, withKey.text);
   });
 
@@ -310,7 +371,12 @@ describe("worker API", () => {
     /** A queue and a credential of `actions` on it, which the node has found active (its first call). */
     async function rememberedCredential(actions: string[]) {
       const q = await freshQueue();
-      const c = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions, queueIds: [q] });
+      const c = await makeCredential(db, {
+        namespaceId: cred.namespace_id,
+        applicationId: cred.application_id,
+        actions,
+        queueIds: [q],
+      });
       return { q, id: c.id, api: client(node.url, c.token) };
     }
     const revoke = async (id: string) => {
@@ -320,7 +386,14 @@ describe("worker API", () => {
     const taskOf = async (id: string) => (await api.get(`/v1/tasks/${id}`)).json.data;
     /** The node's statements waiting for a row lock of this database. */
     const lockWaits = async () =>
-      Number((await db.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT%FOR UPDATE'", [db.name]))[0].n);
+      Number(
+        (
+          await db.query(
+            "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT%FOR UPDATE'",
+            [db.name],
+          )
+        )[0].n,
+      );
 
     it("answers complete and requeue 401, whatever else is wrong with the call, and writes nothing", async () => {
       const w = await rememberedCredential(["tasks:work"]);
@@ -329,15 +402,24 @@ describe("worker API", () => {
       assert.equal(claimed.status, 200, claimed.text);
       const attempt = claimed.json.data.attempt_id;
       await revoke(w.id);
-      const call = (attemptId: string, verb: string, body: unknown) => w.api.post(`/v1/worker/attempts/${attemptId}:${verb}`, body, null);
+      const call = (attemptId: string, verb: string, body: unknown) =>
+        w.api.post(`/v1/worker/attempts/${attemptId}:${verb}`, body, null);
       assertError(await call(attempt, "complete", { outcome: "succeeded" }), 401, "UNAUTHENTICATED");
       assertError(await call(attempt, "requeue", {}), 401, "UNAUTHENTICATED");
       // Not 400, 404 or 409: the body, the attempt and its state come after the credential.
       assertError(await call(attempt, "complete", { outcome: "done" }), 401, "UNAUTHENTICATED");
-      assertError(await call("0123456789abcdef0123456789abcdef", "complete", { outcome: "succeeded" }), 401, "UNAUTHENTICATED");
+      assertError(
+        await call("0123456789abcdef0123456789abcdef", "complete", { outcome: "succeeded" }),
+        401,
+        "UNAUTHENTICATED",
+      );
       assertError(await call("not-an-attempt", "requeue", {}), 401, "UNAUTHENTICATED");
       const now = await taskOf(t.id);
-      assert.deepEqual([now.state, now.attempts, now.revision], ["RUNNING", 1, "2"], "the task is as the claim left it");
+      assert.deepEqual(
+        [now.state, now.attempts, now.revision],
+        ["RUNNING", 1, "2"],
+        "the task is as the claim left it",
+      );
       // The attempt is still the task's: a credential that is not revoked completes it.
       const done = await api.post(`/v1/worker/attempts/${attempt}:complete`, { outcome: "succeeded" }, null);
       assert.equal(done.status, 200, done.text);
@@ -348,22 +430,44 @@ describe("worker API", () => {
       const r = await rememberedCredential(["tasks:read"]);
       const t = (await api.post("/v1/tasks", { queue_id: r.q, input: 1 })).json.data.task;
       assert.equal((await r.api.get(`/v1/tasks/${t.id}`)).status, 200);
-      assertError(await r.api.post(`/v1/worker/attempts/0123456789abcdef0123456789abcdef:complete`, { outcome: "succeeded" }, null), 403, "PERMISSION_DENIED");
+      assertError(
+        await r.api.post(
+          `/v1/worker/attempts/0123456789abcdef0123456789abcdef:complete`,
+          { outcome: "succeeded" },
+          null,
+        ),
+        403,
+        "PERMISSION_DENIED",
+      );
       await revoke(r.id);
-      assertError(await r.api.post(`/v1/worker/attempts/0123456789abcdef0123456789abcdef:complete`, { outcome: "succeeded" }, null), 401, "UNAUTHENTICATED");
-      assertError(await r.api.post(`/v1/worker/attempts/0123456789abcdef0123456789abcdef:requeue`, {}, null), 401, "UNAUTHENTICATED");
+      assertError(
+        await r.api.post(
+          `/v1/worker/attempts/0123456789abcdef0123456789abcdef:complete`,
+          { outcome: "succeeded" },
+          null,
+        ),
+        401,
+        "UNAUTHENTICATED",
+      );
+      assertError(
+        await r.api.post(`/v1/worker/attempts/0123456789abcdef0123456789abcdef:requeue`, {}, null),
+        401,
+        "UNAUTHENTICATED",
+      );
     });
 
     it("refuses the revoked credential's calls in a batch with an active credential's: those commit, these write nothing", async () => {
       const w = await rememberedCredential(["tasks:work"]);
       const tasks = [];
-      for (let i = 0; i < 34; i++) tasks.push((await api.post("/v1/tasks", { queue_id: w.q, input: i })).json.data.task);
+      for (let i = 0; i < 34; i++)
+        tasks.push((await api.post("/v1/tasks", { queue_id: w.q, input: i })).json.data.task);
       const claimOf = async (c: Client) => {
         const res = await c.post("/v1/worker/claim", { queue_id: w.q }, null);
         assert.equal(res.status, 200, res.text);
         return res.json.data as { attempt_id: string; task: { id: string } };
       };
-      const complete = (c: Client, a: { attempt_id: string }) => c.post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "succeeded" }, null);
+      const complete = (c: Client, a: { attempt_id: string }) =>
+        c.post(`/v1/worker/attempts/${a.attempt_id}:complete`, { outcome: "succeeded" }, null);
       const revoked = [];
       const active = [];
       for (let i = 0; i < 16; i++) revoked.push(await claimOf(w.api));
@@ -377,18 +481,29 @@ describe("worker API", () => {
       for (const a of held) await lock.query("SELECT id FROM tasks WHERE id = ? FOR UPDATE", [a.task.id]);
       const metric = async (re: RegExp) => Number(re.exec((await api.get("/metrics")).text)?.[1] ?? NaN);
       const heldCalls = held.map((a) => complete(api, a));
-      for (const end = Date.now() + 5000; (await metric(/^orbit_attempt_calls_waiting (\d+)/m)) > 0 || (await lockWaits()) < 2; await sleep(10)) {
+      for (
+        const end = Date.now() + 5000;
+        (await metric(/^orbit_attempt_calls_waiting (\d+)/m)) > 0 || (await lockWaits()) < 2;
+        await sleep(10)
+      ) {
         assert.ok(Date.now() < end, "the two held calls did not take the batch slots");
       }
       const batchesBefore = await metric(/^orbit_attempt_batch_size_count (\d+)/m);
-      const calls = [...revoked.map((a) => [w.api, a] as const), ...active.map((a) => [api, a] as const)].sort(() => Math.random() - 0.5);
+      const calls = [...revoked.map((a) => [w.api, a] as const), ...active.map((a) => [api, a] as const)].sort(
+        () => Math.random() - 0.5,
+      );
       const answering = Promise.all(calls.map(([c, a]) => complete(c, a)));
-      for (const end = Date.now() + 5000; (await metric(/^orbit_attempt_calls_waiting (\d+)/m)) < 32; await sleep(10)) assert.ok(Date.now() < end);
+      for (const end = Date.now() + 5000; (await metric(/^orbit_attempt_calls_waiting (\d+)/m)) < 32; await sleep(10))
+        assert.ok(Date.now() < end);
       await lock.query("COMMIT");
       await lock.end();
       const answers = await answering;
       for (const res of await Promise.all(heldCalls)) assert.equal(res.status, 200, res.text);
-      assert.equal((await metric(/^orbit_attempt_batch_size_count (\d+)/m)) - batchesBefore, 1, "the 32 calls went in one batch");
+      assert.equal(
+        (await metric(/^orbit_attempt_batch_size_count (\d+)/m)) - batchesBefore,
+        1,
+        "the 32 calls went in one batch",
+      );
       calls.forEach(([c], i) => {
         if (c === api) assert.equal(answers[i]!.status, 200, answers[i]!.text);
         else assertError(answers[i]!, 401, "UNAUTHENTICATED");
@@ -397,12 +512,17 @@ describe("worker API", () => {
       for (const a of active) assert.equal((await taskOf(a.task.id)).state, "SUCCEEDED");
       await waitSequenced(db, cred.namespace_id);
       const ours = new Set(tasks.map((t) => t.id as string));
-      const events = (await readLog(db, cred.namespace_id)).events.filter((e) => e.type === "task.succeeded" && ours.has(e.aggregate_id));
+      const events = (await readLog(db, cred.namespace_id)).events.filter(
+        (e) => e.type === "task.succeeded" && ours.has(e.aggregate_id),
+      );
       const expected = [...active, ...held].map((a) => a.task.id).sort();
-      assert.deepEqual(events.map((e) => e.aggregate_id).sort(), expected, "one event for each active call, none for the revoked");
+      assert.deepEqual(
+        events.map((e) => e.aggregate_id).sort(),
+        expected,
+        "one event for each active call, none for the revoked",
+      );
     });
   });
-
 });
 
 describe("worker calls on an attempt whose lease ran out before any sweep recovered it", function () {
@@ -446,15 +566,23 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
     proxy.stallWhen("ORDER BY lease_until");
     for (const end = Date.now() + 3000; !proxy.stalled; await sleep(20)) assert.ok(Date.now() < end, "the sweep ran");
   }
-  const submit = async (maxAttempts: number) => (await api.post("/v1/tasks", { queue_id: q, input: 1, max_attempts: maxAttempts })).json.data.task;
+  const submit = async (maxAttempts: number) =>
+    (await api.post("/v1/tasks", { queue_id: q, input: 1, max_attempts: maxAttempts })).json.data.task;
   const claim = async () => (await api.post("/v1/worker/claim", { queue_id: q }, null)).json.data;
-  const call = (attemptId: string, verb: string, body: unknown) => api.post(`/v1/worker/attempts/${attemptId}:${verb}`, body, null);
+  const call = (attemptId: string, verb: string, body: unknown) =>
+    api.post(`/v1/worker/attempts/${attemptId}:${verb}`, body, null);
   const untilPast = (leaseUntil: string) => sleep(Date.parse(leaseUntil) - Date.now() + 30);
   const task = async (id: string) => (await api.get(`/v1/tasks/${id}`)).json.data;
   const eventsOf = async (ids: string[]) => {
     await waitSequenced(db, cred.namespace_id);
     const events = (await readLog(db, cred.namespace_id)).events.filter((e) => ids.includes(e.aggregate_id));
-    return events.map((e) => [e.aggregate_id, e.type, e.details.reason, e.snapshot.effect_uncertain, e.snapshot.current_attempt_id]);
+    return events.map((e) => [
+      e.aggregate_id,
+      e.type,
+      e.details.reason,
+      e.snapshot.effect_uncertain,
+      e.snapshot.current_attempt_id,
+    ]);
   };
 
   it("expires it as the sweep would (a requeue, or FAILED at the limit; once) and answers 409; an earlier completion's repeat is 200", async () => {
@@ -485,8 +613,14 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
       [retried.id, "task.requeued", "LEASE_EXPIRED", true, a.attempt_id],
       [spent.id, "task.failed", "ATTEMPTS_EXHAUSTED", true, b.attempt_id],
     ]);
-    const attempts = await db.query("SELECT ended_by FROM task_attempts WHERE id IN (?, ?)", [a.attempt_id, b.attempt_id]);
-    assert.deepEqual(attempts.map((r) => r.ended_by), ["expired", "expired"]);
+    const attempts = await db.query("SELECT ended_by FROM task_attempts WHERE id IN (?, ?)", [
+      a.attempt_id,
+      b.attempt_id,
+    ]);
+    assert.deepEqual(
+      attempts.map((r) => r.ended_by),
+      ["expired", "expired"],
+    );
     // The requeued task is claimable at once, as after the sweep.
     const again = await claim();
     assert.equal(again.task.id, retried.id);
@@ -503,7 +637,10 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
     await untilPast(first.lease_until);
     const second = await claim();
     assert.ok(second, "the requeued task is claimed by the claim that recovered it");
-    assert.deepEqual([second.task.id, second.task.state, second.task.attempts, second.task.revision], [t.id, "RUNNING", 2, "4"]);
+    assert.deepEqual(
+      [second.task.id, second.task.state, second.task.attempts, second.task.revision],
+      [t.id, "RUNNING", 2, "4"],
+    );
     assert.notEqual(second.attempt_id, first.attempt_id);
     assert.deepEqual(await eventsOf([t.id]), [[t.id, "task.requeued", "LEASE_EXPIRED", true, first.attempt_id]]);
   });
@@ -541,7 +678,14 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
     // primary key, which would wait on the earlier test's task the stalled sweep holds.
     for (const id of [h0.id, h1.id]) await lock.query("SELECT id FROM tasks WHERE id = ? FOR UPDATE", [id]);
     const lockWaits = async () =>
-      Number((await db.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT%FOR UPDATE'", [db.name]))[0].n);
+      Number(
+        (
+          await db.query(
+            "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'SELECT%FOR UPDATE'",
+            [db.name],
+          )
+        )[0].n,
+      );
     const metric = async (re: RegExp) => Number(re.exec((await api.get("/metrics")).text)?.[1] ?? NaN);
     const held = [call(c0.attempt_id, "complete", { outcome: "succeeded" })];
     for (const end = Date.now() + 5000; (await lockWaits()) < 1; await sleep(10)) assert.ok(Date.now() < end);
@@ -549,8 +693,12 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
     for (const end = Date.now() + 5000; (await lockWaits()) < 2; await sleep(10)) assert.ok(Date.now() < end);
     // These two wait for a slot, then go together in one transaction.
     const batchesBefore = await metric(/^orbit_attempt_batch_size_count (\d+)/m);
-    const inBatch = [call(x.attempt_id, "complete", { outcome: "succeeded" }), call(p.attempt_id, "complete", { outcome: "succeeded" })];
-    for (const end = Date.now() + 5000; (await metric(/^orbit_attempt_calls_waiting (\d+)/m)) < 2; await sleep(10)) assert.ok(Date.now() < end);
+    const inBatch = [
+      call(x.attempt_id, "complete", { outcome: "succeeded" }),
+      call(p.attempt_id, "complete", { outcome: "succeeded" }),
+    ];
+    for (const end = Date.now() + 5000; (await metric(/^orbit_attempt_calls_waiting (\d+)/m)) < 2; await sleep(10))
+      assert.ok(Date.now() < end);
     await lock.query("COMMIT");
     await lock.end();
 
@@ -559,7 +707,11 @@ describe("worker calls on an attempt whose lease ran out before any sweep recove
     assertError(rx!, 409, "STATE_CONFLICT");
     assert.equal(rp!.status, 200, rp!.text);
     assert.equal(rp!.json.data.task.state, "SUCCEEDED");
-    assert.equal(await metric(/^orbit_attempt_batch_size_count (\d+)/m), batchesBefore + 1, "one batch of the two calls");
+    assert.equal(
+      await metric(/^orbit_attempt_batch_size_count (\d+)/m),
+      batchesBefore + 1,
+      "one batch of the two calls",
+    );
     assert.equal((await task(late.id)).state, "QUEUED");
     assert.deepEqual(await eventsOf([late.id, ok.id]), [
       [late.id, "task.requeued", "LEASE_EXPIRED", true, x.attempt_id],

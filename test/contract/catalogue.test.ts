@@ -28,9 +28,17 @@ describe("the error catalogue", () => {
 
   it("maps each code to the status docs/protocol.md §7 gives it", () => {
     const expected: Record<string, number> = {
-      INVALID_ARGUMENT: 400, UNAUTHENTICATED: 401, PERMISSION_DENIED: 403, NOT_FOUND: 404,
-      STATE_CONFLICT: 409, IDEMPOTENCY_CONFLICT: 409, SUBSCRIPTION_LIMIT: 409, EVENT_HISTORY_EXPIRED: 410,
-      PROTOCOL_REQUIRED: 426, CAPACITY_EXCEEDED: 429, UNAVAILABLE: 503,
+      INVALID_ARGUMENT: 400,
+      UNAUTHENTICATED: 401,
+      PERMISSION_DENIED: 403,
+      NOT_FOUND: 404,
+      STATE_CONFLICT: 409,
+      IDEMPOTENCY_CONFLICT: 409,
+      SUBSCRIPTION_LIMIT: 409,
+      EVENT_HISTORY_EXPIRED: 410,
+      PROTOCOL_REQUIRED: 426,
+      CAPACITY_EXCEEDED: 429,
+      UNAVAILABLE: 503,
     };
     for (const [code, status] of Object.entries(expected)) {
       assert.equal(ERROR_CATALOGUE[code as keyof typeof ERROR_CATALOGUE].status, status, code);
@@ -52,10 +60,20 @@ describe("the error catalogue", () => {
     // readiness and metrics endpoints, which every build serves, never listed it.
     const without: string[] = [];
     for (const item of Object.values<any>(openapi.paths)) {
-      for (const op of Object.values<any>(item)) if (op?.operationId && !op.responses?.["501"]) without.push(op.operationId);
+      for (const op of Object.values<any>(item))
+        if (op?.operationId && !op.responses?.["501"]) without.push(op.operationId);
     }
-    assert.deepEqual(without.sort(), ["getEventsSchema", "getLiveness", "getMetrics", "getOpenapiDocument", "getReadiness"]);
-    assert.match(openapi.info.description, /lists 501 NOT_IMPLEMENTED but the two contract documents\s+\(`getOpenapiDocument`, `getEventsSchema`\) and the liveness, readiness and metrics/);
+    assert.deepEqual(without.sort(), [
+      "getEventsSchema",
+      "getLiveness",
+      "getMetrics",
+      "getOpenapiDocument",
+      "getReadiness",
+    ]);
+    assert.match(
+      openapi.info.description,
+      /lists 501 NOT_IMPLEMENTED but the two contract documents\s+\(`getOpenapiDocument`, `getEventsSchema`\) and the liveness, readiness and metrics/,
+    );
   });
 
   it("keeps WebSocket-only codes out of HTTP", () => {

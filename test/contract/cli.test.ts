@@ -23,7 +23,10 @@ function configRows(table: string): Map<string, string | undefined> {
   const documented = new Map<string, string | undefined>();
   for (const [, names, defaults] of rows) {
     const vars = [...names!.matchAll(/`(ORBIT_[A-Z_]+)`/g)].map((m) => m[1]!);
-    const values = defaults!.trim() === "unset" ? vars.map(() => undefined) : [...defaults!.matchAll(/`([^`]*)`/g)].map((m) => m[1]!);
+    const values =
+      defaults!.trim() === "unset"
+        ? vars.map(() => undefined)
+        : [...defaults!.matchAll(/`([^`]*)`/g)].map((m) => m[1]!);
     assert.equal(values.length, vars.length, `defaults of ${names}`);
     vars.forEach((name, i) => {
       assert.ok(!documented.has(name), `${name} is in the table twice`);
@@ -51,7 +54,8 @@ describe("orbit CLI", () => {
   it("orbit --help lists the commands; an unknown command exits 2", async () => {
     const help = await runCli(["--help"]);
     assert.equal(help.code, 0);
-    for (const cmd of ["migrate", "bootstrap", "serve", "revoke", "purge", "events", "listen"]) assert.match(help.stdout, new RegExp(`\\b${cmd}\\b`));
+    for (const cmd of ["migrate", "bootstrap", "serve", "revoke", "purge", "events", "listen"])
+      assert.match(help.stdout, new RegExp(`\\b${cmd}\\b`));
     const bad = await runCli(["frobnicate"]);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /unknown command/);
@@ -64,7 +68,10 @@ describe("orbit CLI", () => {
       const port = (taken.address() as net.AddressInfo).port;
       // --no-migrate and a database that does not exist (nothing newer to refuse): the
       // listener fails before the node serves anything.
-      const res = await runCli(["serve", "--no-migrate"], { ORBIT_PORT: String(port), ORBIT_DATABASE_URL: "mysql://root@127.0.0.1:3306/orbit_never_opened" });
+      const res = await runCli(["serve", "--no-migrate"], {
+        ORBIT_PORT: String(port),
+        ORBIT_DATABASE_URL: "mysql://root@127.0.0.1:3306/orbit_never_opened",
+      });
       assert.equal(res.code, 1);
       assert.match(res.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: the address is in use`));
       assert.doesNotMatch(res.stderr, /database error/);
@@ -134,12 +141,19 @@ describe("orbit CLI", () => {
   });
 
   it("orbit credential: --help (also after revoke) exits 0; anything but `revoke ID` is exit 2; orbit alone exits 2", async () => {
-    for (const args of [["credential", "--help"], ["credential", "revoke", "--help"]]) {
+    for (const args of [
+      ["credential", "--help"],
+      ["credential", "revoke", "--help"],
+    ]) {
       const res = await runCli(args);
       assert.equal(res.code, 0, res.stderr);
       assert.match(res.stdout, /^Usage: orbit credential revoke ID/);
     }
-    for (const args of [["credential"], ["credential", "frob", "0".repeat(32)], ["credential", "revoke", "0".repeat(32), "extra"]]) {
+    for (const args of [
+      ["credential"],
+      ["credential", "frob", "0".repeat(32)],
+      ["credential", "revoke", "0".repeat(32), "extra"],
+    ]) {
       const res = await runCli(args);
       assert.equal(res.code, 2, `${args.join(" ")}: ${res.stderr}`);
       assert.match(res.stderr, /expected "credential revoke ID"/);
@@ -148,7 +162,10 @@ describe("orbit CLI", () => {
     // ("--credential must be a 32-hex id", "Usage: orbit revoke --credential ID").
     const malformed = await runCli(["credential", "revoke", "xyz"]);
     assert.equal(malformed.code, 2, malformed.stderr);
-    assert.match(malformed.stderr, /^orbit credential: ID must be a credential id: 32 lowercase hex characters\n\nUsage: orbit credential revoke ID/);
+    assert.match(
+      malformed.stderr,
+      /^orbit credential: ID must be a credential id: 32 lowercase hex characters\n\nUsage: orbit credential revoke ID/,
+    );
     const bare = await runCli([]);
     assert.equal(bare.code, 2);
     assert.match(bare.stdout, /^orbit: /);
@@ -159,7 +176,9 @@ describe("orbit CLI", () => {
     const listed = [...help.stdout.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((m) => m[1]!).sort();
     assert.deepEqual(listed, ["bootstrap", "credential", "events", "listen", "migrate", "purge", "revoke", "serve"]);
     const table = docSection("docs/operations.md", "The `orbit` command");
-    const documented = new Set([...table.matchAll(/^\| `orbit ([a-z]+)/gm), ...table.matchAll(/\(also `orbit ([a-z]+)/g)].map((m) => m[1]!));
+    const documented = new Set(
+      [...table.matchAll(/^\| `orbit ([a-z]+)/gm), ...table.matchAll(/\(also `orbit ([a-z]+)/g)].map((m) => m[1]!),
+    );
     assert.deepEqual([...documented].sort(), listed);
   });
 
@@ -170,7 +189,12 @@ describe("orbit CLI", () => {
     // below), so only this one fails when a default moves away from the protocol with it.
     const d = loadConfig({});
     assert.deepEqual(
-      { helloTimeoutMs: d.helloTimeoutMs, maxConnections: d.maxConnections, idleTimeoutMs: d.idleTimeoutMs, leaseDurationMs: d.leaseDurationMs },
+      {
+        helloTimeoutMs: d.helloTimeoutMs,
+        maxConnections: d.maxConnections,
+        idleTimeoutMs: d.idleTimeoutMs,
+        leaseDurationMs: d.leaseDurationMs,
+      },
       { helloTimeoutMs: 5000, maxConnections: 128, idleTimeoutMs: 60000, leaseDurationMs: 30000 },
     );
   });
@@ -181,8 +205,16 @@ describe("orbit CLI", () => {
     for (const [name, stated] of documented) {
       // Set to the stated default it changes nothing; set to another valid value it does
       // (so the variable is read at all).
-      const other = stated === undefined ? "12h" : /^[0-9]+$/.test(stated) ? String(Number(stated) + 1) : name === "ORBIT_HOST" ? "127.0.0.2" : `${stated}_other`;
-      if (stated !== undefined) assert.deepEqual(loadConfig({ [name]: stated }), base, `${name}=${stated} is not the default`);
+      const other =
+        stated === undefined
+          ? "12h"
+          : /^[0-9]+$/.test(stated)
+            ? String(Number(stated) + 1)
+            : name === "ORBIT_HOST"
+              ? "127.0.0.2"
+              : `${stated}_other`;
+      if (stated !== undefined)
+        assert.deepEqual(loadConfig({ [name]: stated }), base, `${name}=${stated} is not the default`);
       assert.notDeepEqual(loadConfig({ [name]: other }), base, `${name} is not read`);
     }
     const serveHelp = readFileSync(path.resolve(process.cwd(), "src/cli/serve.ts"), "utf8");
@@ -200,4 +232,3 @@ describe("orbit CLI", () => {
     }
   });
 });
-

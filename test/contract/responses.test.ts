@@ -44,7 +44,8 @@ describe("contract: every response validates against openapi.yaml", function () 
   let queue: string;
   const sockets: TestSocket[] = [];
 
-  const call = (r: RawRequest, token: string | undefined = owner.token) => request(node.url, { ...(token ? { token } : {}), ...r });
+  const call = (r: RawRequest, token: string | undefined = owner.token) =>
+    request(node.url, { ...(token ? { token } : {}), ...r });
   const post = (path: string, body: unknown, o: { key?: string | null; token?: string; type?: string } = {}) =>
     call(
       {
@@ -59,7 +60,11 @@ describe("contract: every response validates against openapi.yaml", function () 
       o.token,
     );
   /** Calls and checks: the answer must be declared for operationId, and have this status. */
-  async function expect(operationId: string, status: number, res: Promise<RawResponse> | RawResponse): Promise<RawResponse> {
+  async function expect(
+    operationId: string,
+    status: number,
+    res: Promise<RawResponse> | RawResponse,
+  ): Promise<RawResponse> {
     const r = await res;
     assertOperation(operationId, r);
     assert.equal(r.status, status, `${operationId}: ${r.text}`);
@@ -71,8 +76,19 @@ describe("contract: every response validates against openapi.yaml", function () 
     owner = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
     other = await bootstrap(db.url, { namespace: "ns2", application: "app", queues: ["q2"], eventAccess: true });
     queue = owner.queues[0]!.id;
-    noAction = (await makeCredential(db, { namespaceId: owner.namespace_id, applicationId: owner.application_id, actions: [], queueIds: [queue] })).token;
-    node = await startNode(db.url, { ORBIT_MAX_CONNECTIONS: "1", ORBIT_LEASE_DURATION_MS: "500", ORBIT_REQUEST_TIMEOUT_MS: "1500" });
+    noAction = (
+      await makeCredential(db, {
+        namespaceId: owner.namespace_id,
+        applicationId: owner.application_id,
+        actions: [],
+        queueIds: [queue],
+      })
+    ).token;
+    node = await startNode(db.url, {
+      ORBIT_MAX_CONNECTIONS: "1",
+      ORBIT_LEASE_DURATION_MS: "500",
+      ORBIT_REQUEST_TIMEOUT_MS: "1500",
+    });
   });
   after(async () => {
     for (const s of sockets) s.close();
@@ -82,8 +98,12 @@ describe("contract: every response validates against openapi.yaml", function () 
 
   it("operator and contract endpoints", async () => {
     const publicGets = {
-      getHealth: "/v1/health", getLiveness: "/healthz", getReadiness: "/readyz", getMetrics: "/metrics",
-      getOpenapiDocument: "/v1/contract/openapi.yaml", getEventsSchema: "/v1/contract/events.schema.json",
+      getHealth: "/v1/health",
+      getLiveness: "/healthz",
+      getReadiness: "/readyz",
+      getMetrics: "/metrics",
+      getOpenapiDocument: "/v1/contract/openapi.yaml",
+      getEventsSchema: "/v1/contract/events.schema.json",
     };
     for (const [op, path] of Object.entries(publicGets)) {
       await expect(op, 200, call({ path }, ""));
@@ -126,15 +146,24 @@ describe("contract: every response validates against openapi.yaml", function () 
     await expect("claimTask", 413, claim(BIG));
     await expect("claimTask", 415, claim({ queue_id: queue }, { type: "text/plain" }));
 
-    const complete = (id: string, body: unknown, o = {}) => post(`/v1/worker/attempts/${id}:complete`, body, { key: null, ...o });
+    const complete = (id: string, body: unknown, o = {}) =>
+      post(`/v1/worker/attempts/${id}:complete`, body, { key: null, ...o });
     await expect("completeAttempt", 400, complete(attemptId, { outcome: "done" }));
     await expect("completeAttempt", 401, complete(attemptId, { outcome: "needs_review" }, { token: "" }));
     await expect("completeAttempt", 403, complete(attemptId, { outcome: "needs_review" }, { token: noAction }));
     await expect("completeAttempt", 404, complete(NO_ID, { outcome: "needs_review" }));
     await expect("completeAttempt", 413, complete(attemptId, BIG));
     await expect("completeAttempt", 415, complete(attemptId, { outcome: "needs_review" }, { type: "text/plain" }));
-    await expect("completeAttempt", 200, complete(attemptId, '{"outcome":"needs_review","result":{"n":12345678901234567890}}'));
-    await expect("completeAttempt", 200, complete(attemptId, '{"outcome":"needs_review","result":{"n":12345678901234567890}}'));
+    await expect(
+      "completeAttempt",
+      200,
+      complete(attemptId, '{"outcome":"needs_review","result":{"n":12345678901234567890}}'),
+    );
+    await expect(
+      "completeAttempt",
+      200,
+      complete(attemptId, '{"outcome":"needs_review","result":{"n":12345678901234567890}}'),
+    );
     await expect("completeAttempt", 409, complete(attemptId, { outcome: "failed" }));
 
     const resolveBody = { expected_revision: "3", outcome: "succeeded", reason: "checked" };
@@ -149,9 +178,11 @@ describe("contract: every response validates against openapi.yaml", function () 
     await expect("resolveTask", 200, resolve(resolveBody));
 
     // A second task: requeued, then cancelled.
-    const second = (await expect("submitTask", 201, submit({ queue_id: queue, input: null }))).json.data.task.id as string;
+    const second = (await expect("submitTask", 201, submit({ queue_id: queue, input: null }))).json.data.task
+      .id as string;
     const attempt2 = (await expect("claimTask", 200, claim({ queue_id: queue }))).json.data.attempt_id as string;
-    const requeue = (id: string, body: unknown, o = {}) => post(`/v1/worker/attempts/${id}:requeue`, body, { key: null, ...o });
+    const requeue = (id: string, body: unknown, o = {}) =>
+      post(`/v1/worker/attempts/${id}:requeue`, body, { key: null, ...o });
     await expect("requeueAttempt", 400, requeue(attempt2, { reason: "" }));
     await expect("requeueAttempt", 401, requeue(attempt2, { reason: "r" }, { token: "" }));
     await expect("requeueAttempt", 403, requeue(attempt2, { reason: "r" }, { token: noAction }));
@@ -222,22 +253,62 @@ describe("contract: every response validates against openapi.yaml", function () 
   it("the event connection and deliveries", async () => {
     const path = "/v1/events/connect";
     const ws: [string, string][] = [
-      ["Upgrade", "websocket"], ["Sec-WebSocket-Version", "13"], ["Sec-WebSocket-Key", randomBytes(16).toString("base64")],
+      ["Upgrade", "websocket"],
+      ["Sec-WebSocket-Version", "13"],
+      ["Sec-WebSocket-Key", randomBytes(16).toString("base64")],
     ];
-    await expect("connectEvents", 401, upgradeRequest(node.url, path, [...ws, ["Sec-WebSocket-Protocol", "orbit.events.v1"]]));
-    await expect("connectEvents", 403, call({ path, headers: [["Connection", "Upgrade"], ...ws, ["Sec-WebSocket-Protocol", "orbit.events.v1"]] }, noAction));
-    await expect("connectEvents", 400, call({ path: `${path}?x=1`, headers: [["Connection", "Upgrade"], ...ws, ["Sec-WebSocket-Protocol", "orbit.events.v1"]] }));
+    await expect(
+      "connectEvents",
+      401,
+      upgradeRequest(node.url, path, [...ws, ["Sec-WebSocket-Protocol", "orbit.events.v1"]]),
+    );
+    await expect(
+      "connectEvents",
+      403,
+      call(
+        { path, headers: [["Connection", "Upgrade"], ...ws, ["Sec-WebSocket-Protocol", "orbit.events.v1"]] },
+        noAction,
+      ),
+    );
+    await expect(
+      "connectEvents",
+      400,
+      call({
+        path: `${path}?x=1`,
+        headers: [["Connection", "Upgrade"], ...ws, ["Sec-WebSocket-Protocol", "orbit.events.v1"]],
+      }),
+    );
     await expect("connectEvents", 426, call({ path, headers: [["Connection", "Upgrade"], ...ws] }));
     await expect("connectEvents", 426, call({ path }));
-    const version = await expect("connectEvents", 426, call({ path, headers: [["Connection", "Upgrade"], ...ws, ["Sec-WebSocket-Version", "8"], ["Sec-WebSocket-Protocol", "orbit.events.v1"]] }));
+    const version = await expect(
+      "connectEvents",
+      426,
+      call({
+        path,
+        headers: [
+          ["Connection", "Upgrade"],
+          ...ws,
+          ["Sec-WebSocket-Version", "8"],
+          ["Sec-WebSocket-Protocol", "orbit.events.v1"],
+        ],
+      }),
+    );
     assert.equal(version.headers["sec-websocket-version"], "13");
 
     // The 101, its headers checked as a response of connectEvents.
     const upgraded = await new Promise<RawResponse>((resolve, reject) => {
       const u = new URL(node.url);
       const req = http.request({
-        host: u.hostname, port: u.port, path, agent: false,
-        headers: { Authorization: `Bearer ${owner.token}`, Connection: "Upgrade", ...Object.fromEntries(ws), "Sec-WebSocket-Protocol": "orbit.events.v1" },
+        host: u.hostname,
+        port: u.port,
+        path,
+        agent: false,
+        headers: {
+          Authorization: `Bearer ${owner.token}`,
+          Connection: "Upgrade",
+          ...Object.fromEntries(ws),
+          "Sec-WebSocket-Protocol": "orbit.events.v1",
+        },
       });
       req.on("upgrade", (res, socket) => {
         socket.destroy();
@@ -254,7 +325,12 @@ describe("contract: every response validates against openapi.yaml", function () 
     sockets.push(s);
     // This node takes one event connection (ORBIT_MAX_CONNECTIONS=1): 429 with Retry-After.
     const busy = await refusal(connect(node.url, { token: owner.token }));
-    await expect("connectEvents", 429, { status: busy.status, headers: busy.headers as http.IncomingHttpHeaders, text: JSON.stringify(busy.body), json: busy.body });
+    await expect("connectEvents", 429, {
+      status: busy.status,
+      headers: busy.headers as http.IncomingHttpHeaders,
+      text: JSON.stringify(busy.body),
+      json: busy.body,
+    });
 
     assert.equal((await s.hello(subId, 1)).type, "events.welcome");
     const deliver = await s.nextOfType("event.deliver");
@@ -297,9 +373,15 @@ describe("contract: every response validates against openapi.yaml", function () 
 
     // Purged history: 410 for a create from before the boundary, and for the detail of the ACKED delivery.
     const { head } = await readLog(db, owner.namespace_id);
-    const purged = await runCli(["purge", "--namespace", "ns", "--before", String(head + 1n)], { ORBIT_DATABASE_URL: db.url });
+    const purged = await runCli(["purge", "--namespace", "ns", "--before", String(head + 1n)], {
+      ORBIT_DATABASE_URL: db.url,
+    });
     assert.equal(purged.code, 0, purged.stderr);
-    await expect("createSubscription", 410, post("/v1/subscriptions", { name: "old", queue_id: queue, from_sequence: "1" }));
+    await expect(
+      "createSubscription",
+      410,
+      post("/v1/subscriptions", { name: "old", queue_id: queue, from_sequence: "1" }),
+    );
     await expect("getEventDelivery", 410, call({ path: `${deliveries}/${deliveryId}` }));
   });
 
@@ -313,17 +395,30 @@ describe("contract: every response validates against openapi.yaml", function () 
         ["getTask", call({ path: `/v1/tasks/${taskId}` })],
         ["submitTask", post("/v1/tasks", { queue_id: queue, input: 1 })],
         ["cancelTask", post(`/v1/tasks/${taskId}:cancel`, { expected_revision: "1", reason: "r" })],
-        ["resolveTask", post(`/v1/tasks/${taskId}:resolve`, { expected_revision: "1", outcome: "failed", reason: "r" })],
+        [
+          "resolveTask",
+          post(`/v1/tasks/${taskId}:resolve`, { expected_revision: "1", outcome: "failed", reason: "r" }),
+        ],
         ["claimTask", post("/v1/worker/claim", { queue_id: queue }, { key: null })],
         ["completeAttempt", post(`/v1/worker/attempts/${attemptId}:complete`, { outcome: "failed" }, { key: null })],
         ["requeueAttempt", post(`/v1/worker/attempts/${attemptId}:requeue`, { reason: "r" }, { key: null })],
         ["createSubscription", post("/v1/subscriptions", { name: "late", queue_id: queue })],
         ["listSubscriptions", call({ path: `/v1/subscriptions?queue_id=${queue}` })],
         ["getSubscription", call({ path: `/v1/subscriptions/${subId}` })],
-        ["configureSubscription", post(`/v1/subscriptions/${subId}:configure`, { expected_revision: "1", enabled: true, reason: "r" })],
+        [
+          "configureSubscription",
+          post(`/v1/subscriptions/${subId}:configure`, { expected_revision: "1", enabled: true, reason: "r" }),
+        ],
         ["listEventDeliveries", call({ path: `/v1/subscriptions/${subId}/deliveries` })],
         ["getEventDelivery", call({ path: `/v1/subscriptions/${subId}/deliveries/${NO_ID}` })],
-        ["retryEventDelivery", post(`/v1/subscriptions/${subId}/deliveries/${NO_ID}:retry`, { expected_revision: "1", reason: "r", additional_attempts: 1 })],
+        [
+          "retryEventDelivery",
+          post(`/v1/subscriptions/${subId}/deliveries/${NO_ID}:retry`, {
+            expected_revision: "1",
+            reason: "r",
+            additional_attempts: 1,
+          }),
+        ],
       ];
       for (const [op, res] of cases) await expect(op, 503, res);
     } finally {
@@ -336,10 +431,23 @@ describe("contract: every response validates against openapi.yaml", function () 
     // curl --http2 on http:// offers h2c on every request; a WebSocket client may offer on
     // any path. Neither is a 404 of a path that exists.
     for (const offer of ["h2c", "websocket"]) {
-      const up: [string, string][] = [["Connection", "Upgrade, HTTP2-Settings"], ["Upgrade", offer], ["HTTP2-Settings", "AAMAAABkAAQCAAAAAAIAAAAA"]];
+      const up: [string, string][] = [
+        ["Connection", "Upgrade, HTTP2-Settings"],
+        ["Upgrade", offer],
+        ["HTTP2-Settings", "AAMAAABkAAQCAAAAAAIAAAAA"],
+      ];
       await expect("getCurrentCredential", 200, call({ path: "/v1/credential", headers: up }));
       await expect("getHealth", 200, call({ path: "/v1/health", headers: up }, ""));
-      const res = await expect("submitTask", 201, call({ method: "POST", path: "/v1/tasks", headers: [...up, ["Idempotency-Key", `up-${offer}`]], body: JSON.stringify({ queue_id: queue, input: offer }) }));
+      const res = await expect(
+        "submitTask",
+        201,
+        call({
+          method: "POST",
+          path: "/v1/tasks",
+          headers: [...up, ["Idempotency-Key", `up-${offer}`]],
+          body: JSON.stringify({ queue_id: queue, input: offer }),
+        }),
+      );
       assert.equal(res.json.data.task.queue_id, queue);
     }
   });
@@ -347,14 +455,29 @@ describe("contract: every response validates against openapi.yaml", function () 
   it("an Expect other than 100-continue is ignored, never a bare 417", async () => {
     await expect("getHealth", 200, call({ path: "/v1/health", headers: [["Expect", "x-later"]] }, ""));
     const body = JSON.stringify({ queue_id: queue, input: "expect" });
-    await expect("submitTask", 201, call({ method: "POST", path: "/v1/tasks", headers: [["Expect", "x-later"], ["Idempotency-Key", "expect"]], body }));
+    await expect(
+      "submitTask",
+      201,
+      call({
+        method: "POST",
+        path: "/v1/tasks",
+        headers: [
+          ["Expect", "x-later"],
+          ["Idempotency-Key", "expect"],
+        ],
+        body,
+      }),
+    );
   });
 
   it("states the nesting limit the server enforces on a JsonValue (task input, results)", async () => {
     const nested = (n: number) => `{"queue_id":"${queue}","input":${"[".repeat(n)}${"]".repeat(n)}}`;
     await expect("submitTask", 201, post("/v1/tasks", nested(MAX_JSON_DEPTH - 1)));
     await expect("submitTask", 400, post("/v1/tasks", nested(MAX_JSON_DEPTH)));
-    assert.match(OPENAPI.components.schemas.JsonValue.description, new RegExp(`at most ${MAX_JSON_DEPTH - 1} arrays or objects deep`));
+    assert.match(
+      OPENAPI.components.schemas.JsonValue.description,
+      new RegExp(`at most ${MAX_JSON_DEPTH - 1} arrays or objects deep`),
+    );
     assert.match(OPENAPI.info.description, new RegExp(`at most ${MAX_JSON_DEPTH} levels deep`));
   });
 
@@ -363,14 +486,17 @@ describe("contract: every response validates against openapi.yaml", function () 
     // there must not be answered as the resource (404), nor Allow name the resource's GET.
     for (const [path, item] of Object.entries<any>(OPENAPI.paths)) {
       const concrete = path.replace(/\{[a-z_]+\}/g, NO_ID);
-      const declared = Object.keys(item).filter((m) => ["get", "post"].includes(m)).map((m) => m.toUpperCase());
+      const declared = Object.keys(item)
+        .filter((m) => ["get", "post"].includes(m))
+        .map((m) => m.toUpperCase());
       // HEAD comes with every GET (openapi.yaml: not an operation of its own).
       const allow = declared.includes("GET") ? ["HEAD", ...declared] : declared;
       for (const other of ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"].filter((m) => !allow.includes(m))) {
         const res = await call({ method: other, path: concrete });
         assert.equal(res.status, 405, `${other} ${path}: ${res.text}`);
         assert.deepEqual(String(res.headers.allow).split(", ").sort(), [...allow].sort(), `${other} ${path}`);
-        if (other !== "HEAD") assertDeclaredResponse(`${other} ${path}`, OPENAPI.components.responses.MethodNotAllowed, res);
+        if (other !== "HEAD")
+          assertDeclaredResponse(`${other} ${path}`, OPENAPI.components.responses.MethodNotAllowed, res);
       }
     }
   });

@@ -136,7 +136,20 @@ const TIMES = [
   "2026-09-17T10:00:00.Z",
   "2026-09-17",
 ];
-const UINTS = ["0", "1", "00", "012", "-1", "+1", "1.0", "1e3", " 1", "18446744073709551615", "18446744073709551616", "99999999999999999999"];
+const UINTS = [
+  "0",
+  "1",
+  "00",
+  "012",
+  "-1",
+  "+1",
+  "1.0",
+  "1e3",
+  " 1",
+  "18446744073709551615",
+  "18446744073709551616",
+  "99999999999999999999",
+];
 const STRINGS = ["", " ", "a", "A", "0", "null", "\u00e9", "\u{1F600}", "a\tb", "x".repeat(43), ...TIMES, ...UINTS];
 
 /** Near misses of one value: type changes, boundary lengths and numbers, textual nudges. */
@@ -146,7 +159,8 @@ function variants(v: unknown): unknown[] {
     out.push(v + " ", " " + v, v.toUpperCase(), v.toLowerCase(), v.slice(1), v.slice(0, -1), v + "0", v + v, "0" + v);
     for (const c of ["=", ".", "9", "A", "B", "g", "G", "z", "_"]) out.push(v.slice(0, -1) + c, c + v.slice(1));
     out.push(v.replace(/[0-9]/, "g"), v.replace(/\.\d+Z$/, "Z"));
-    for (const n of [1, 42, 43, 44, 63, 64, 65, 127, 128, 129, 255, 256, 1024, 1025]) out.push("a".repeat(n), "A".repeat(n));
+    for (const n of [1, 42, 43, 44, 63, 64, 65, 127, 128, 129, 255, 256, 1024, 1025])
+      out.push("a".repeat(n), "A".repeat(n));
     out.push(...TIMES, ...UINTS);
   } else if (typeof v === "number") {
     out.push(v + 1, v - 1, v + 0.5, -v, String(v), 1, 100, 101, 1000000, 1000001, -1, 2 ** 53);
@@ -163,7 +177,8 @@ function* mutations(v: unknown, depth = 0): Generator<unknown> {
   for (const x of variants(v)) yield x;
   if (depth > 6) return;
   if (Array.isArray(v)) {
-    for (const [i, item] of v.entries()) for (const m of mutations(item, depth + 1)) yield v.map((x, j) => (j === i ? m : x));
+    for (const [i, item] of v.entries())
+      for (const m of mutations(item, depth + 1)) yield v.map((x, j) => (j === i ? m : x));
   } else if (v && typeof v === "object") {
     const o = v as Record<string, unknown>;
     yield { ...o, unknown_field: 1 };
@@ -175,14 +190,23 @@ function* mutations(v: unknown, depth = 0): Generator<unknown> {
   }
 }
 
-function compare(name: string, generated: Fn, reference: ValidateFunction, seeds: unknown[]): { accepted: number; checked: number } {
+function compare(
+  name: string,
+  generated: Fn,
+  reference: ValidateFunction,
+  seeds: unknown[],
+): { accepted: number; checked: number } {
   let accepted = 0;
   let checked = 0;
   const check = (value: unknown) => {
     checked += 1;
     const g = generated(value);
     const r = reference(value);
-    assert.equal(g, r, `${name}: generated says ${g}, the contract says ${r} for ${JSON.stringify(value)?.slice(0, 2000)}`);
+    assert.equal(
+      g,
+      r,
+      `${name}: generated says ${g}, the contract says ${r} for ${JSON.stringify(value)?.slice(0, 2000)}`,
+    );
     return g;
   };
   for (const seed of seeds) {
@@ -199,7 +223,12 @@ describe("generated validators agree with a fresh ajv on the contract", function
   this.timeout(120000);
   const envelope = (data: unknown) => ({ request_id: "22222222222222222222222222222222", data });
   // Readiness is the one response body with no example in the contract.
-  const docExamples = [...documentExamples(openapi), ...documentExamples(events), ...specExamples, { status: "ready", migration: 3 }];
+  const docExamples = [
+    ...documentExamples(openapi),
+    ...documentExamples(events),
+    ...specExamples,
+    { status: "ready", migration: 3 },
+  ];
   const seeds = uniq([...docExamples, ...docExamples.map(envelope), ...STRINGS]);
 
   it("finds examples to start from", () => {
@@ -222,7 +251,10 @@ describe("generated validators agree with a fresh ajv on the contract", function
     const starved: string[] = [];
     for (const [k, ref] of reference) if (compare(k, generated[k]!, ref, seeds).accepted === 0) starved.push(k);
     // Parameter objects have no example of their own; they are covered below.
-    assert.deepEqual(starved.filter((k) => !/^(path|query)_/.test(k)), []);
+    assert.deepEqual(
+      starved.filter((k) => !/^(path|query)_/.test(k)),
+      [],
+    );
   });
 
   it("HTTP: path and query parameter sets and their near misses", () => {

@@ -33,7 +33,11 @@ describe("bootstrap: concurrent runs for the same names", () => {
   async function race(input: BootstrapInput): Promise<BootstrapResult[]> {
     const settled = await Promise.allSettled(Array.from({ length: RUNS }, () => bootstrap(pool, input)));
     const failed = settled.filter((s): s is PromiseRejectedResult => s.status === "rejected");
-    assert.deepEqual(failed.map((f) => String(f.reason)), [], "every concurrent bootstrap succeeds");
+    assert.deepEqual(
+      failed.map((f) => String(f.reason)),
+      [],
+      "every concurrent bootstrap succeeds",
+    );
     return settled.map((s) => (s as PromiseFulfilledResult<BootstrapResult>).value);
   }
 
@@ -49,19 +53,27 @@ describe("bootstrap: concurrent runs for the same names", () => {
     const ns = namespaces[0]!;
     const apps = await ids("SELECT id FROM applications WHERE namespace_id = ? AND name = ?", [ns, input.application]);
     assert.equal(apps.length, 1, "one application row");
-    const queues = await Promise.all(input.queues.map(async (q) => {
-      const rows = await ids("SELECT id FROM queues WHERE namespace_id = ? AND name = ?", [ns, q]);
-      assert.equal(rows.length, 1, `one queue row for ${q}`);
-      return { id: rows[0]!, name: q };
-    }));
+    const queues = await Promise.all(
+      input.queues.map(async (q) => {
+        const rows = await ids("SELECT id FROM queues WHERE namespace_id = ? AND name = ?", [ns, q]);
+        assert.equal(rows.length, 1, `one queue row for ${q}`);
+        return { id: rows[0]!, name: q };
+      }),
+    );
     assert.equal(new Set(out.map((o) => o.credential_id)).size, RUNS, "a new credential per run");
     for (const o of out) {
       assert.equal(o.namespace_id, ns);
       assert.equal(o.application_id, apps[0]);
       assert.deepEqual(o.queues, queues);
-      const [cred] = await pool.query<RowDataPacket[]>("SELECT namespace_id, application_id FROM credentials WHERE id = ?", [o.credential_id]);
+      const [cred] = await pool.query<RowDataPacket[]>(
+        "SELECT namespace_id, application_id FROM credentials WHERE id = ?",
+        [o.credential_id],
+      );
       assert.deepEqual({ ...cred[0] }, { namespace_id: ns, application_id: apps[0] });
-      const scope = await ids("SELECT queue_id AS id FROM credential_queues WHERE credential_id = ? ORDER BY queue_id", [o.credential_id]);
+      const scope = await ids(
+        "SELECT queue_id AS id FROM credential_queues WHERE credential_id = ? ORDER BY queue_id",
+        [o.credential_id],
+      );
       assert.deepEqual(scope, queues.map((q) => q.id).sort());
     }
   }

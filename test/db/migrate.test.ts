@@ -23,13 +23,19 @@ describe("orbit migrate", () => {
   it("creates the database and applies every migration once, recording each", async () => {
     const all = await loadMigrations();
     const first = await migrate(db.url);
-    assert.deepEqual(first.applied, all.map((m) => m.version));
+    assert.deepEqual(
+      first.applied,
+      all.map((m) => m.version),
+    );
     const again = await migrate(db.url);
     assert.deepEqual(again.applied, [], "a second run applies nothing");
     const c = await db.connect();
     try {
       const [rows] = await c.query<any[]>("SELECT version, name FROM schema_migrations ORDER BY version");
-      assert.deepEqual(rows.map((r) => r.version), all.map((m) => m.version));
+      assert.deepEqual(
+        rows.map((r) => r.version),
+        all.map((m) => m.version),
+      );
       const [tables] = await c.query<any[]>("SHOW TABLES");
       const names = tables.map((t) => Object.values(t)[0]);
       for (const t of ["namespaces", "applications", "credentials", "queues", "credential_queues"]) {
@@ -48,17 +54,28 @@ describe("orbit migrate", () => {
     try {
       const all = await loadMigrations();
       const logVersion = all.find((m) => m.name === "result_events")!.version;
-      await migrate(other.url, all.filter((m) => m.version < logVersion));
+      await migrate(
+        other.url,
+        all.filter((m) => m.version < logVersion),
+      );
       const [ns, q, oldTask] = ["a", "b", "c"].map((ch) => ch.repeat(32)) as [string, string, string];
       await other.query("INSERT INTO namespaces (id, name, created_at) VALUES (?, 'ns', UTC_TIMESTAMP(3))", [ns]);
-      await other.query("INSERT INTO queues (id, namespace_id, name, created_at) VALUES (?, ?, 'q', UTC_TIMESTAMP(3))", [q, ns]);
+      await other.query(
+        "INSERT INTO queues (id, namespace_id, name, created_at) VALUES (?, ?, 'q', UTC_TIMESTAMP(3))",
+        [q, ns],
+      );
       await other.query(
         `INSERT INTO tasks (id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain, input, created_at, updated_at)
          VALUES (?, ?, ?, 'CANCELLED', 2, 0, 3, FALSE, '{}', UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))`,
         [oldTask, ns, q],
       );
       await migrate(other.url);
-      const boot = await bootstrap(other.url, { namespace: "ns", application: "app", queues: ["q"], eventAccess: true });
+      const boot = await bootstrap(other.url, {
+        namespace: "ns",
+        application: "app",
+        queues: ["q"],
+        eventAccess: true,
+      });
       assert.equal(boot.queues[0]!.id, q, "the queue of the old task");
       const node = await startNode(other.url);
       try {
@@ -71,7 +88,11 @@ describe("orbit migrate", () => {
         assert.equal((await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" })).status, 200);
         await waitSequenced(other, ns);
         const log = await other.query("SELECT aggregate_id, sequence FROM result_events ORDER BY ticket");
-        assert.deepEqual(log.map((r) => [r.aggregate_id, String(r.sequence)]), [[t.id, "1"]], "only the new task's result, first in the log");
+        assert.deepEqual(
+          log.map((r) => [r.aggregate_id, String(r.sequence)]),
+          [[t.id, "1"]],
+          "only the new task's result, first in the log",
+        );
       } finally {
         await node.stop();
       }
@@ -87,7 +108,11 @@ describe("orbit migrate", () => {
       for (const r of runs) assert.equal(r.code, 0, r.stderr);
       const applied = runs.map((r) => Number(/applied ([0-9]+)/.exec(r.stdout)?.[1]));
       const all = await loadMigrations();
-      assert.equal(applied.reduce((a, b) => a + b, 0), all.length, "each migration applied by exactly one process");
+      assert.equal(
+        applied.reduce((a, b) => a + b, 0),
+        all.length,
+        "each migration applied by exactly one process",
+      );
       const c = await other.connect();
       try {
         const [rows] = await c.query<any[]>("SELECT COUNT(*) AS n FROM schema_migrations");
@@ -103,7 +128,9 @@ describe("orbit migrate", () => {
   it("refuses a database that is newer than the code", async () => {
     const c = await db.connect();
     try {
-      await c.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', UTC_TIMESTAMP(3))");
+      await c.query(
+        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', UTC_TIMESTAMP(3))",
+      );
       await assert.rejects(migrate(db.url), /newer than this code/);
       const res = await runCli(["migrate"], { ORBIT_DATABASE_URL: db.url });
       assert.equal(res.code, 1);
@@ -112,7 +139,11 @@ describe("orbit migrate", () => {
       // otherwise it would serve on a schema it does not know (claims naming dropped indexes).
       for (const args of [[], ["--no-migrate"]]) {
         const started = startNode(db.url, {}, args).then((n) => n.stop());
-        await assert.rejects(started, /orbit serve exited with 1:[\s\S]*the database is at migration 999, newer than this code/, args.join(" "));
+        await assert.rejects(
+          started,
+          /orbit serve exited with 1:[\s\S]*the database is at migration 999, newer than this code/,
+          args.join(" "),
+        );
       }
     } finally {
       await c.query("DELETE FROM schema_migrations WHERE version = 999");
@@ -124,7 +155,10 @@ describe("orbit migrate", () => {
     // Only a database or ledger not there yet has nothing newer: any other failure to read
     // it (here a server that refuses the connection) leaves the schema unknown, not older.
     const unreachable = "mysql://root@127.0.0.1:1/orbit_never_opened";
-    await assert.rejects(startNode(unreachable, {}, ["--no-migrate"]).then((n) => n.stop()), /orbit serve exited with 1:[\s\S]*ECONNREFUSED/);
+    await assert.rejects(
+      startNode(unreachable, {}, ["--no-migrate"]).then((n) => n.stop()),
+      /orbit serve exited with 1:[\s\S]*ECONNREFUSED/,
+    );
   });
 
   it("rejects a database URL that is not a plain database name", async () => {
@@ -162,7 +196,10 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
     checked = CHECKED.map((v) => all[v - 1]!);
     db = await freshDatabase("migrate_crash");
     // The reference schema: every DDL run unconditionally, no check consulted.
-    await migrate(db.url, all.map(({ version, name, sql }) => ({ version, name, sql })));
+    await migrate(
+      db.url,
+      all.map(({ version, name, sql }) => ({ version, name, sql })),
+    );
     reference = await deliveriesSchema(db);
   });
   after(async () => {
@@ -175,7 +212,10 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
       const rerunnable = /^CREATE TABLE IF NOT EXISTS /i.test(statement);
       assert.ok(rerunnable !== (m.appliedWhen !== undefined), `migration ${m.version}: exactly one of the two`);
     }
-    assert.deepEqual(all.filter((m) => m.appliedWhen !== undefined).map((m) => m.version), CHECKED);
+    assert.deepEqual(
+      all.filter((m) => m.appliedWhen !== undefined).map((m) => m.version),
+      CHECKED,
+    );
   });
 
   it("each check answers 0 right before its migration's DDL and 1 right after", async () => {
@@ -196,8 +236,15 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
       await db.query("DELETE FROM schema_migrations WHERE version = ?", [m.version]);
       const res = await migrate(db.url);
       assert.deepEqual(res.recovered, [m.version], `migration ${m.version} recovered`);
-      assert.deepEqual(res.applied, all.slice(m.version).map((x) => x.version));
-      assert.deepEqual(await ledger(db), all.map((x) => x.version), "every version recorded once");
+      assert.deepEqual(
+        res.applied,
+        all.slice(m.version).map((x) => x.version),
+      );
+      assert.deepEqual(
+        await ledger(db),
+        all.map((x) => x.version),
+        "every version recorded once",
+      );
       assert.equal(await deliveriesSchema(db), reference, `schema after recovering ${m.version}`);
       assert.deepEqual((await migrate(db.url)).applied, [], "a further run applies nothing");
     }
@@ -210,7 +257,10 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
     const res = await runCli(["migrate"], { ORBIT_DATABASE_URL: db.url });
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /applied 0, recorded 1 already in effect, now at /);
-    assert.deepEqual(await ledger(db), all.map((x) => x.version));
+    assert.deepEqual(
+      await ledger(db),
+      all.map((x) => x.version),
+    );
     assert.equal(await deliveriesSchema(db), reference);
   });
 
@@ -232,10 +282,20 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
       (err: Error) => err.message.startsWith(`${label}: its applied-when check failed: `),
     );
     const unclear = { message: `${label}: its applied-when check must answer one row holding 0 or 1` };
-    for (const answer of ["SELECT 1 FROM DUAL WHERE FALSE", "SELECT NULL", "SELECT 2", "SELECT 1, 1", "SELECT 1 UNION SELECT 0"]) {
+    for (const answer of [
+      "SELECT 1 FROM DUAL WHERE FALSE",
+      "SELECT NULL",
+      "SELECT 2",
+      "SELECT 1, 1",
+      "SELECT 1 UNION SELECT 0",
+    ]) {
       await assert.rejects(migrate(db.url, next(answer)), unclear, answer);
     }
-    assert.deepEqual(await ledger(db), all.map((x) => x.version), "nothing recorded");
+    assert.deepEqual(
+      await ledger(db),
+      all.map((x) => x.version),
+      "nothing recorded",
+    );
     assert.equal(await deliveriesSchema(db), reference, "the DDL did not run");
   });
 
@@ -246,9 +306,17 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
     await migrate(db.url);
     const next = (sql: string): Migration[] => [...all, { version: all.length + 1, name: "next", sql }];
     // The error names the file and the server's reason (the operator reads that file next).
-    await assert.rejects(migrate(db.url, next("ALTER TABLE deliveries ADD INDEX deliveries_next (no_such_column)")), (err: Error) =>
-      err.message.startsWith(`migration ${String(all.length + 1).padStart(6, "0")}_next failed: `) && err.message.includes("no_such_column"));
-    assert.deepEqual(await ledger(db), all.map((x) => x.version), "the failed file is not recorded");
+    await assert.rejects(
+      migrate(db.url, next("ALTER TABLE deliveries ADD INDEX deliveries_next (no_such_column)")),
+      (err: Error) =>
+        err.message.startsWith(`migration ${String(all.length + 1).padStart(6, "0")}_next failed: `) &&
+        err.message.includes("no_such_column"),
+    );
+    assert.deepEqual(
+      await ledger(db),
+      all.map((x) => x.version),
+      "the failed file is not recorded",
+    );
     const res = await migrate(db.url, next("ALTER TABLE deliveries ADD INDEX deliveries_next (event_id)"));
     assert.deepEqual(res.applied, [all.length + 1]);
     assert.match(await deliveriesSchema(db), /KEY `deliveries_next`/);
@@ -270,7 +338,11 @@ describe("orbit migrate after a crash between a DDL and its ledger row", () => {
     const dir = await mkdtemp(path.join(tmpdir(), "orbit-migrations-"));
     try {
       const file = path.join(dir, "000001_bad.sql");
-      const headers = ["-- applied-when: DROP TABLE t", "-- applied-when:", "-- applied-when: SELECT 1\n-- applied-when: SELECT 0"];
+      const headers = [
+        "-- applied-when: DROP TABLE t",
+        "-- applied-when:",
+        "-- applied-when: SELECT 1\n-- applied-when: SELECT 0",
+      ];
       for (const header of headers) {
         await writeFile(file, `${header}\nALTER TABLE t ADD INDEX i (c);\n`);
         await assert.rejects(loadMigrations(dir), /000001_bad\.sql: its header must hold at most one/, header);
@@ -371,13 +443,19 @@ describe("orbit migrate while another run holds the migration lock", () => {
       // It waits for the lock before reading the ledger: else it would find 000015 unrecorded
       // and go on to record it too.
       const seen = await sessionOrExit(watch, db, start(), (s) => waitingForLock(s) || recording(s), [stopped.id]);
-      assert.ok("session" in seen && waitingForLock(seen.session), `the second run did not wait for the lock: ${JSON.stringify(seen)}`);
+      assert.ok(
+        "session" in seen && waitingForLock(seen.session),
+        `the second run did not wait for the lock: ${JSON.stringify(seen)}`,
+      );
     });
     assert.equal(first!.code, 0, first!.stderr);
     assert.equal(second!.code, 0, second!.stderr);
     assert.match(first!.stdout, new RegExp(`applied ${all.length - 14}, now at ${all.length}`));
     assert.match(second!.stdout, new RegExp(`applied 0, now at ${all.length}`), "the second found every file recorded");
-    assert.deepEqual(await ledger(db), all.map((x) => x.version));
+    assert.deepEqual(
+      await ledger(db),
+      all.map((x) => x.version),
+    );
   });
 
   it("a run that does not get the lock (its wait ended by KILL QUERY) exits 1 and runs nothing", async () => {
@@ -394,6 +472,9 @@ describe("orbit migrate while another run holds the migration lock", () => {
     assert.equal(second!.code, 1);
     assert.match(second!.stderr, /could not take the migration lock/);
     assert.equal(first!.code, 0, first!.stderr);
-    assert.deepEqual(await ledger(db), all.map((x) => x.version));
+    assert.deepEqual(
+      await ledger(db),
+      all.map((x) => x.version),
+    );
   });
 });

@@ -10,7 +10,11 @@ import { migrate } from "../../src/db/migrate.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
 import type { Tx } from "../../src/db/types.js";
 import { selectFirstSequenceSince } from "../../src/db/queries/result-log.js";
-import { advanceCursorsPastPurge, selectSubscription, selectSubscriptionPage } from "../../src/db/queries/subscriptions.js";
+import {
+  advanceCursorsPastPurge,
+  selectSubscription,
+  selectSubscriptionPage,
+} from "../../src/db/queries/subscriptions.js";
 import { expireDue } from "../../src/domain/worker.js";
 import { newRowId } from "../../src/wire/ids.js";
 
@@ -31,11 +35,20 @@ describe("statements at scale", function () {
   before(async () => {
     db = await freshDatabase("scaling");
     await migrate(db.url);
-    conn = await mysql.createConnection({ uri: db.url, timezone: "Z", multipleStatements: true, supportBigNumbers: true, bigNumberStrings: true });
+    conn = await mysql.createConnection({
+      uri: db.url,
+      timezone: "Z",
+      multipleStatements: true,
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+    });
     await conn.query("SET SESSION max_recursive_iterations = ?", [HISTORY]);
     await conn.query("INSERT INTO namespaces VALUES (?, 'ns', UTC_TIMESTAMP(3))", [NS]);
     await conn.query("INSERT INTO applications VALUES (?, ?, 'app', UTC_TIMESTAMP(3))", [APP, NS]);
-    await conn.query("INSERT INTO credentials (id, namespace_id, application_id, secret_digest, actions, created_at) VALUES (?, ?, ?, UNHEX(SHA2('x', 256)), 'events:manage', UTC_TIMESTAMP(3))", [CRED, NS, APP]);
+    await conn.query(
+      "INSERT INTO credentials (id, namespace_id, application_id, secret_digest, actions, created_at) VALUES (?, ?, ?, UNHEX(SHA2('x', 256)), 'events:manage', UTC_TIMESTAMP(3))",
+      [CRED, NS, APP],
+    );
     await conn.query("INSERT INTO queues VALUES (?, ?, 'q', UTC_TIMESTAMP(3))", [QUEUE, NS]);
     await conn.query("INSERT INTO namespace_streams VALUES (?, ?, 0, UTC_TIMESTAMP(3))", [NS, HISTORY]);
     // Events 1..HISTORY of the queue, a second apart, every one a task.succeeded.
@@ -81,10 +94,16 @@ describe("statements at scale", function () {
     // The boundary at 2,990: the sweep passes the events that grew old since (10), not 3,000.
     const since = new Date(T0 + 2995 * 1000);
     let first: string | undefined;
-    const walked = await indexRowsWalked(async () => (first = await selectFirstSequenceSince(conn as unknown as Pool, NS, "2990", since)));
+    const walked = await indexRowsWalked(
+      async () => (first = await selectFirstSequenceSince(conn as unknown as Pool, NS, "2990", since)),
+    );
     assert.equal(first, "2995");
     assert.ok(walked < 50, `walked ${walked} index rows (MIN(sequence) over the namespace: ${HISTORY})`);
-    assert.equal(await selectFirstSequenceSince(conn as unknown as Pool, NS, "2990", new Date(T0 + 4000 * 1000)), undefined, "none young");
+    assert.equal(
+      await selectFirstSequenceSince(conn as unknown as Pool, NS, "2990", new Date(T0 + 4000 * 1000)),
+      undefined,
+      "none young",
+    );
     assert.equal(await selectFirstSequenceSince(conn as unknown as Pool, NS, "0", new Date(T0)), "1");
   });
 
@@ -101,7 +120,10 @@ describe("statements at scale", function () {
         await conn.query("COMMIT");
       });
       assert.equal(moved, 1, "the one with no event of its types up to the boundary");
-      const [rows] = await conn.query<mysql.RowDataPacket[]>("SELECT id, cursor_sequence FROM subscriptions WHERE id IN (?)", [[matching, other]]);
+      const [rows] = await conn.query<mysql.RowDataPacket[]>(
+        "SELECT id, cursor_sequence FROM subscriptions WHERE id IN (?)",
+        [[matching, other]],
+      );
       const cursors = new Map(rows.map((r) => [r.id as string, String(r.cursor_sequence)]));
       assert.equal(cursors.get(matching), String(HISTORY - 10), "it would lose events: its claims report the gap");
       assert.equal(cursors.get(other), String(HISTORY));
@@ -127,8 +149,13 @@ describe("statements at scale", function () {
       );
       await conn.query("ANALYZE TABLE deliveries");
       let page: Awaited<ReturnType<typeof selectSubscriptionPage>> = [];
-      const walked = await indexRowsWalked(async () => (page = await selectSubscriptionPage(conn as unknown as Pool, CRED, QUEUE, undefined, 21)));
-      assert.deepEqual(page.map((s) => [s.id, s.pending_count]), [[id, 8]]);
+      const walked = await indexRowsWalked(
+        async () => (page = await selectSubscriptionPage(conn as unknown as Pool, CRED, QUEUE, undefined, 21)),
+      );
+      assert.deepEqual(
+        page.map((s) => [s.id, s.pending_count]),
+        [[id, 8]],
+      );
       assert.ok(walked < 50, `walked ${walked} index rows (every delivery: ${HISTORY})`);
       assert.equal((await selectSubscription(conn as unknown as Pool, id))!.pending_count, 8);
     } finally {
@@ -149,7 +176,10 @@ describe("statements at scale", function () {
        VALUES (?, ?, ?, 'RUNNING', 2, 1, 5, FALSE, '{}', ?, ?, ?, ?, ?)`,
       [task, NS, QUEUE, attempt, past, past, past, past],
     );
-    await conn.query("INSERT INTO task_attempts (id, task_id, number, started_at, lease_until) VALUES (?, ?, 1, ?, ?)", [attempt, task, past, past]);
+    await conn.query(
+      "INSERT INTO task_attempts (id, task_id, number, started_at, lease_until) VALUES (?, ?, 1, ?, ?)",
+      [attempt, task, past, past],
+    );
     const holder = await db.connect();
     const submitter = await db.connect();
     const pool = createPool(db.url, 1);

@@ -16,8 +16,12 @@ import { startProxy, type Proxy } from "../helpers/proxy.js";
 
 function run(script: string, env: Record<string, string>): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    execFile("npm", ["run", "-s", script], { env: { ...process.env, ...env }, timeout: 120000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+    execFile(
+      "npm",
+      ["run", "-s", script],
+      { env: { ...process.env, ...env }, timeout: 120000 },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
     );
   });
 }
@@ -27,18 +31,26 @@ const INBOX_DEMO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), ".
 const INBOX_CONSUMER = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../examples/inbox/consumer.js");
 
 /** Runs the protocol example against `url` with a credential and queue of the test's; `killed` when it was still waiting after `timeoutMs`. */
-function runProtocol(url: string, cred: BootstrapOutput, timeoutMs: number): Promise<{ code: number | null; killed: boolean; out: string }> {
+function runProtocol(
+  url: string,
+  cred: BootstrapOutput,
+  timeoutMs: number,
+): Promise<{ code: number | null; killed: boolean; out: string }> {
   return new Promise((resolve) => {
     const env = { ...process.env, ORBIT_URL: url, ORBIT_TOKEN: cred.token, ORBIT_QUEUE_ID: cred.queues[0]!.id };
     execFile(process.execPath, [PROTOCOL_EXAMPLE], { env, timeout: timeoutMs }, (err, stdout, stderr) => {
       const e = err as (Error & { code?: number; killed?: boolean }) | null;
-      resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, killed: Boolean(e?.killed), out: stdout + stderr });
+      resolve({
+        code: e ? (typeof e.code === "number" ? e.code : null) : 0,
+        killed: Boolean(e?.killed),
+        out: stdout + stderr,
+      });
     });
   });
 }
 
 async function until(cond: () => Promise<boolean>, ms = 15000): Promise<void> {
-  for (const end = Date.now() + ms; !(await cond()); ) {
+  for (const end = Date.now() + ms; !(await cond());) {
     assert.ok(Date.now() < end, "condition not reached in time");
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -51,7 +63,14 @@ describe("examples", function () {
   let env: Record<string, string>;
   /** The highest lease epoch among the deliveries on a queue: 2 once one was re-sent. */
   const leaseEpoch = async (queueId: string) =>
-    Number((await db.query("SELECT MAX(d.lease_epoch) AS epoch FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id WHERE s.queue_id = ?", [queueId]))[0]?.epoch ?? 0);
+    Number(
+      (
+        await db.query(
+          "SELECT MAX(d.lease_epoch) AS epoch FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id WHERE s.queue_id = ?",
+          [queueId],
+        )
+      )[0]?.epoch ?? 0,
+    );
 
   before(async () => {
     db = await freshDatabase("examples");
@@ -84,7 +103,10 @@ describe("examples", function () {
     const pause = calls.indexOf("configureSubscription");
     const resume = calls.indexOf("configureSubscription", pause + 1);
     assert.ok(pause >= 0 && resume > pause, calls.join(" "));
-    assert.ok(calls.slice(pause + 1, resume).includes("getSubscription"), `the resume reads the subscription first: ${calls.join(" ")}`);
+    assert.ok(
+      calls.slice(pause + 1, resume).includes("getSubscription"),
+      `the resume reads the subscription first: ${calls.join(" ")}`,
+    );
     assert.match(r.out, /read back: enabled=false revision 2/);
     assert.match(r.out, /resumed: enabled=true revision 3/);
     assert.match(r.out, /replayed create: deduplicated=true revision 1/);
@@ -107,7 +129,14 @@ describe("examples", function () {
         };
         if (req.url === "/v1/subscriptions") {
           const body = JSON.parse(text) as Record<string, unknown>;
-          const sub = { ...body, id: String(subs.size + 1).padStart(32, "2"), revision: "1", enabled: true, types: ["task.succeeded"], cursor_sequence: "0" };
+          const sub = {
+            ...body,
+            id: String(subs.size + 1).padStart(32, "2"),
+            revision: "1",
+            enabled: true,
+            types: ["task.succeeded"],
+            cursor_sequence: "0",
+          };
           subs.set(sub.id, sub);
           return answer(201, { subscription: sub, deduplicated: false });
         }
@@ -123,7 +152,11 @@ describe("examples", function () {
     await new Promise<void>((resolve) => forgetful.listen(0, "127.0.0.1", resolve));
     try {
       const port = (forgetful.address() as AddressInfo).port;
-      const r = await run("example:management", { ORBIT_URL: `http://127.0.0.1:${port}`, ORBIT_TOKEN: `orbit_${"0".repeat(32)}_${"A".repeat(43)}`, ORBIT_QUEUE_ID: "1".repeat(32) });
+      const r = await run("example:management", {
+        ORBIT_URL: `http://127.0.0.1:${port}`,
+        ORBIT_TOKEN: `orbit_${"0".repeat(32)}_${"A".repeat(43)}`,
+        ORBIT_QUEUE_ID: "1".repeat(32),
+      });
       assert.equal(r.code, 1, r.out);
       assert.match(r.out, /the replayed create was not deduplicated/);
     } finally {
@@ -144,7 +177,12 @@ describe("examples", function () {
     // hanging (examples/README: any unexpected answer exits 1). Each answer comes from the
     // real node behind a proxy: the example ACKs on its first connection and re-sends that
     // ACK on its second, so the re-sent ACK is the second "event.ack" through the proxy.
-    const cases: { what: string; arm(proxy: Proxy): void; whileRunning?(proxy: Proxy, queueId: string): Promise<void>; says: RegExp }[] = [
+    const cases: {
+      what: string;
+      arm(proxy: Proxy): void;
+      whileRunning?(proxy: Proxy, queueId: string): Promise<void>;
+      says: RegExp;
+    }[] = [
       {
         // The first ACK is lost with its connection; the lease (2 s) runs out and the node
         // re-sends the delivery to the new session under epoch 2. The re-sent ACK, held
@@ -161,13 +199,26 @@ describe("examples", function () {
         says: /waiting for ack: the node answered an error frame: DELIVERY_LEASE_LOST/,
       },
       // The connection is cut as the re-sent ACK goes out: no close frame, hence 1006.
-      { what: "the connection closing", arm: (proxy) => void proxy.cutWhen("event.ack", 2), says: /waiting for ack: the connection closed \(1006\)/ },
+      {
+        what: "the connection closing",
+        arm: (proxy) => void proxy.cutWhen("event.ack", 2),
+        says: /waiting for ack: the connection closed \(1006\)/,
+      },
       // The re-sent ACK, and all after it, never reaches the node; the connection stays open.
-      { what: "no answer at all", arm: (proxy) => proxy.muteClientWhen("event.ack", 2), says: /no ack within 10000 ms/ },
+      {
+        what: "no answer at all",
+        arm: (proxy) => proxy.muteClientWhen("event.ack", 2),
+        says: /no ack within 10000 ms/,
+      },
     ];
     for (const { what, arm, whileRunning, says } of cases) {
       it(what, async () => {
-        const cred = await bootstrap(db.url, { namespace: `protocol-${what.replace(/\W+/g, "-")}`, application: "protocol", queues: ["protocol"], eventAccess: true });
+        const cred = await bootstrap(db.url, {
+          namespace: `protocol-${what.replace(/\W+/g, "-")}`,
+          application: "protocol",
+          queues: ["protocol"],
+          eventAccess: true,
+        });
         const proxy = await startProxy(node.port);
         try {
           arm(proxy);
@@ -209,20 +260,40 @@ describe("examples", function () {
     // A 30 s lease (the default): nothing is re-sent meanwhile, so what ACKs is the saved proof.
     const longLease = await startNode(db.url);
     const proxy = await startProxy(longLease.port);
-    const cred = await bootstrap(db.url, { namespace: "inbox-proofs", application: "app", queues: ["q"], eventAccess: true });
+    const cred = await bootstrap(db.url, {
+      namespace: "inbox-proofs",
+      application: "app",
+      queues: ["q"],
+      eventAccess: true,
+    });
     const api = client(longLease.url, cred.token);
     const q = cred.queues[0]!.id;
-    const sub = (await api.post("/v1/subscriptions", { name: "inbox", queue_id: q })).json.data.subscription.id as string;
+    const sub = (await api.post("/v1/subscriptions", { name: "inbox", queue_id: q })).json.data.subscription
+      .id as string;
     const inboxName = `orbit_t_inbox_proofs_${process.pid}`;
     const inbox = await mysql.createConnection({ uri: MYSQL_SERVER });
     /** A number the inbox database holds (0 while the consumer has not made its tables yet). */
     const inboxNumber = (sql: string, params: unknown[] = []) =>
-      inbox.query(sql, params).then(([rows]) => Number((rows as { n: number }[])[0]!.n), () => 0);
-    const proofsSaved = () => inboxNumber(`SELECT COUNT(*) AS n FROM \`${inboxName}\`.unconfirmed_proofs WHERE subscription_id = ?`, [sub]);
-    const states = async () => (await db.query("SELECT state, lease_epoch, attempts FROM deliveries WHERE subscription_id = ?", [sub])).map((r) => `${r.state} ${r.lease_epoch} ${r.attempts}`);
+      inbox.query(sql, params).then(
+        ([rows]) => Number((rows as { n: number }[])[0]!.n),
+        () => 0,
+      );
+    const proofsSaved = () =>
+      inboxNumber(`SELECT COUNT(*) AS n FROM \`${inboxName}\`.unconfirmed_proofs WHERE subscription_id = ?`, [sub]);
+    const states = async () =>
+      (await db.query("SELECT state, lease_epoch, attempts FROM deliveries WHERE subscription_id = ?", [sub])).map(
+        (r) => `${r.state} ${r.lease_epoch} ${r.attempts}`,
+      );
     const start = (url: string) => {
       const child = spawn(process.execPath, [INBOX_CONSUMER], {
-        env: { ...process.env, ORBIT_URL: url, ORBIT_TOKEN: cred.token, SUBSCRIPTION_ID: sub, INBOX_DATABASE_URL: `${MYSQL_SERVER}/${inboxName}`, CAPACITY: "8" },
+        env: {
+          ...process.env,
+          ORBIT_URL: url,
+          ORBIT_TOKEN: cred.token,
+          SUBSCRIPTION_ID: sub,
+          INBOX_DATABASE_URL: `${MYSQL_SERVER}/${inboxName}`,
+          CAPACITY: "8",
+        },
       });
       let out = "";
       child.stdout.on("data", (d: Buffer) => (out += d.toString()));
@@ -234,17 +305,29 @@ describe("examples", function () {
       proxy.muteClientWhen("event.ack"); // the ACKs never reach the node: unconfirmed at stop
       const first = start(proxy.url);
       await cancelledResults(api, q, 3);
-      await until(async () => (await states()).length === 3 && (await inboxNumber(`SELECT COUNT(*) AS n FROM \`${inboxName}\`.inbox`)) === 3);
+      await until(
+        async () =>
+          (await states()).length === 3 &&
+          (await inboxNumber(`SELECT COUNT(*) AS n FROM \`${inboxName}\`.inbox`)) === 3,
+      );
       first.child.kill("SIGTERM");
       assert.deepEqual((await first.exited)[0], 0, first.out());
       assert.deepEqual(await states(), ["LEASED 1 1", "LEASED 1 1", "LEASED 1 1"], "their ACKs never arrived");
       assert.equal(await proofsSaved(), 3, "saved at stop");
       // A saved proof no delivery has (it could be one replaced meanwhile): DELIVERY_LEASE_LOST, dropped.
-      await inbox.query(`INSERT INTO \`${inboxName}\`.unconfirmed_proofs VALUES (?, ?, '1', ?)`, [sub, "0".repeat(32), "A".repeat(43)]);
+      await inbox.query(`INSERT INTO \`${inboxName}\`.unconfirmed_proofs VALUES (?, ?, '1', ?)`, [
+        sub,
+        "0".repeat(32),
+        "A".repeat(43),
+      ]);
 
       const second = start(longLease.url);
       await until(async () => (await states()).every((x) => x.startsWith("ACKED")));
-      assert.deepEqual(await states(), ["ACKED 1 1", "ACKED 1 1", "ACKED 1 1"], "ACKed with the saved proofs: no re-send, no attempt spent");
+      assert.deepEqual(
+        await states(),
+        ["ACKED 1 1", "ACKED 1 1", "ACKED 1 1"],
+        "ACKed with the saved proofs: no re-send, no attempt spent",
+      );
       second.child.kill("SIGTERM");
       assert.equal((await second.exited)[0], 0, second.out());
       assert.doesNotMatch(second.out(), /applied|duplicate/, "nothing was delivered again");
@@ -259,8 +342,15 @@ describe("examples", function () {
   });
 
   it("inbox: exits 1, not waits for ever, when a saved proof is malformed, and keeps the row", async () => {
-    const cred = await bootstrap(db.url, { namespace: "inbox-bad-proof", application: "app", queues: ["q"], eventAccess: true });
-    const sub = (await client(node.url, cred.token).post("/v1/subscriptions", { name: "inbox", queue_id: cred.queues[0]!.id })).json.data.subscription.id as string;
+    const cred = await bootstrap(db.url, {
+      namespace: "inbox-bad-proof",
+      application: "app",
+      queues: ["q"],
+      eventAccess: true,
+    });
+    const sub = (
+      await client(node.url, cred.token).post("/v1/subscriptions", { name: "inbox", queue_id: cred.queues[0]!.id })
+    ).json.data.subscription.id as string;
     const inboxName = `orbit_t_inbox_bad_${process.pid}`;
     const inbox = await mysql.createConnection({ uri: MYSQL_SERVER });
     try {
@@ -268,12 +358,25 @@ describe("examples", function () {
       await inbox.query(`CREATE TABLE \`${inboxName}\`.unconfirmed_proofs (subscription_id CHAR(32) NOT NULL, delivery_id CHAR(32) NOT NULL,
         epoch VARCHAR(20) NOT NULL, lease_secret CHAR(43) NOT NULL, PRIMARY KEY (subscription_id, delivery_id)) ENGINE = InnoDB`);
       // Edited by hand: a lease secret no delivery could have had.
-      await inbox.query(`INSERT INTO \`${inboxName}\`.unconfirmed_proofs VALUES (?, ?, '1', 'not a secret')`, [sub, "0".repeat(32)]);
+      await inbox.query(`INSERT INTO \`${inboxName}\`.unconfirmed_proofs VALUES (?, ?, '1', 'not a secret')`, [
+        sub,
+        "0".repeat(32),
+      ]);
       const r = await new Promise<{ code: number | null; killed: boolean; out: string }>((resolve) => {
-        const childEnv = { ...process.env, ORBIT_URL: node.url, ORBIT_TOKEN: cred.token, SUBSCRIPTION_ID: sub, INBOX_DATABASE_URL: `${MYSQL_SERVER}/${inboxName}` };
+        const childEnv = {
+          ...process.env,
+          ORBIT_URL: node.url,
+          ORBIT_TOKEN: cred.token,
+          SUBSCRIPTION_ID: sub,
+          INBOX_DATABASE_URL: `${MYSQL_SERVER}/${inboxName}`,
+        };
         execFile(process.execPath, [INBOX_CONSUMER], { env: childEnv, timeout: 20000 }, (err, stdout, stderr) => {
           const e = err as (Error & { code?: number; killed?: boolean }) | null;
-          resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, killed: Boolean(e?.killed), out: stdout + stderr });
+          resolve({
+            code: e ? (typeof e.code === "number" ? e.code : null) : 0,
+            killed: Boolean(e?.killed),
+            out: stdout + stderr,
+          });
         });
       });
       assert.equal(r.killed, false, `still running after 20 s: ${r.out}`);

@@ -41,7 +41,14 @@ describe("the Inbox example killed again and again", function () {
     const sub = (await api.post("/v1/subscriptions", { name: "inbox", queue_id: q })).json.data.subscription.id;
     const start = (): ChildProcess =>
       spawn(process.execPath, [CONSUMER], {
-        env: { ...process.env, ORBIT_URL: node.url, ORBIT_TOKEN: cred.token, SUBSCRIPTION_ID: sub, INBOX_DATABASE_URL: inboxUrl, CAPACITY: "8" },
+        env: {
+          ...process.env,
+          ORBIT_URL: node.url,
+          ORBIT_TOKEN: cred.token,
+          SUBSCRIPTION_ID: sub,
+          INBOX_DATABASE_URL: inboxUrl,
+          CAPACITY: "8",
+        },
         stdio: ["ignore", "ignore", "ignore"],
       });
     // Results keep arriving while the consumer is killed and restarted.
@@ -49,10 +56,17 @@ describe("the Inbox example killed again and again", function () {
       for (let i = 0; i < RESULTS; i++) {
         const t = (await api.post("/v1/tasks", { queue_id: q, input: i })).json.data.task;
         if (i % 3 === 0) {
-          assert.equal((await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" })).status, 200);
+          assert.equal(
+            (await api.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" })).status,
+            200,
+          );
         } else {
           const c = (await api.post("/v1/worker/claim", { queue_id: q }, null)).json.data;
-          const done = await api.post(`/v1/worker/attempts/${c.attempt_id}:complete`, { outcome: i % 3 === 1 ? "succeeded" : "failed" }, null);
+          const done = await api.post(
+            `/v1/worker/attempts/${c.attempt_id}:complete`,
+            { outcome: i % 3 === 1 ? "succeeded" : "failed" },
+            null,
+          );
           assert.equal(done.status, 200);
         }
       }
@@ -73,7 +87,14 @@ describe("the Inbox example killed again and again", function () {
     const admin = await mysql.createConnection({ uri: MYSQL_SERVER });
     try {
       const tables = async () =>
-        Number(((await admin.query("SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = ? AND table_name IN ('inbox', 'outcome_totals')", [inboxName])) as any)[0][0].n);
+        Number(
+          (
+            (await admin.query(
+              "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = ? AND table_name IN ('inbox', 'outcome_totals')",
+              [inboxName],
+            )) as any
+          )[0][0].n,
+        );
       while ((await tables()) < 2) {
         assert.ok(Date.now() < until, "the last consumer never created its inbox tables");
         await new Promise((r) => setTimeout(r, 200));
@@ -86,7 +107,10 @@ describe("the Inbox example killed again and again", function () {
     try {
       const counts = async () => {
         const [[i]] = (await inbox.query("SELECT COUNT(*) AS n FROM inbox")) as any;
-        const [[d]] = (await orbitDb.query("SELECT SUM(state = 'ACKED') AS acked, COUNT(*) AS n FROM deliveries WHERE subscription_id = ?", [sub])) as any;
+        const [[d]] = (await orbitDb.query(
+          "SELECT SUM(state = 'ACKED') AS acked, COUNT(*) AS n FROM deliveries WHERE subscription_id = ?",
+          [sub],
+        )) as any;
         return { inbox: Number(i.n), acked: Number(d.acked ?? 0), deliveries: Number(d.n) };
       };
       let c = await counts();
@@ -96,7 +120,11 @@ describe("the Inbox example killed again and again", function () {
         c = await counts();
       }
       assert.equal(kills, KILLS);
-      assert.deepEqual(c, { inbox: RESULTS, acked: RESULTS, deliveries: RESULTS }, "every delivery ACKED, one per event");
+      assert.deepEqual(
+        c,
+        { inbox: RESULTS, acked: RESULTS, deliveries: RESULTS },
+        "every delivery ACKED, one per event",
+      );
       const [[totals]] = (await inbox.query("SELECT SUM(n) AS n FROM outcome_totals")) as any;
       assert.equal(Number(totals.n), RESULTS, "the effect was applied exactly once per event");
       const [events] = (await orbitDb.query("SELECT event_id FROM deliveries WHERE subscription_id = ?", [sub])) as any;

@@ -49,8 +49,15 @@ describe("transaction boundaries under faults", function () {
       const f = JSON.parse(String(data)) as Frame;
       if (f.type === "event.deliver") {
         s.send({
-          protocol_version: "1", type: "event.ack", message_id: mid(), session_id: s.sessionId,
-          body: { delivery_id: f.body.delivery.id, epoch: f.body.delivery.lease_epoch, lease_secret: f.body.lease_secret },
+          protocol_version: "1",
+          type: "event.ack",
+          message_id: mid(),
+          session_id: s.sessionId,
+          body: {
+            delivery_id: f.body.delivery.id,
+            epoch: f.body.delivery.lease_epoch,
+            lease_secret: f.body.lease_secret,
+          },
         });
       }
       if (f.type === "ack" && f.body?.delivery_id) receipts.push(f);
@@ -62,7 +69,10 @@ describe("transaction boundaries under faults", function () {
   async function assertToldIsDurable(delivered: Frame[], receipts: Frame[]) {
     for (const f of delivered) {
       const [r] = await db.query("SELECT lease_epoch, state FROM deliveries WHERE id = ?", [f.body.delivery.id]);
-      assert.ok(r && BigInt(r.lease_epoch) >= BigInt(f.body.delivery.lease_epoch), `the lease of a sent frame is durable: ${JSON.stringify(r)}`);
+      assert.ok(
+        r && BigInt(r.lease_epoch) >= BigInt(f.body.delivery.lease_epoch),
+        `the lease of a sent frame is durable: ${JSON.stringify(r)}`,
+      );
     }
     for (const a of receipts) {
       const [r] = await db.query("SELECT state, acknowledged_at FROM deliveries WHERE id = ?", [a.body.delivery_id]);
@@ -75,7 +85,11 @@ describe("transaction boundaries under faults", function () {
   async function assertLogWhole() {
     await waitSequenced(db, cred.namespace_id);
     const { head, events } = await readLog(db, cred.namespace_id);
-    assert.deepEqual(events.map((e) => BigInt(e.sequence)), Array.from({ length: events.length }, (_, i) => BigInt(i + 1)), "sequences 1..N");
+    assert.deepEqual(
+      events.map((e) => BigInt(e.sequence)),
+      Array.from({ length: events.length }, (_, i) => BigInt(i + 1)),
+      "sequences 1..N",
+    );
     assert.equal(head, BigInt(events.length));
     const last = new Map<string, bigint>();
     for (const e of events) {
@@ -89,11 +103,17 @@ describe("transaction boundaries under faults", function () {
   async function drainAfterRestart(url: string, sub: string, results: number) {
     const { s } = await acking(url, sub, 8);
     for (const end = Date.now() + 30000; ; await sleep(200)) {
-      const [r] = await db.query("SELECT SUM(state = 'ACKED') AS acked, COUNT(*) AS n FROM deliveries WHERE subscription_id = ?", [sub]);
+      const [r] = await db.query(
+        "SELECT SUM(state = 'ACKED') AS acked, COUNT(*) AS n FROM deliveries WHERE subscription_id = ?",
+        [sub],
+      );
       if (Number(r.acked) === results && Number(r.n) === results) break;
       assert.ok(Date.now() < end, `not all ACKED after the restart: ${JSON.stringify(r)}`);
     }
-    const [a] = await db.query("SELECT COUNT(*) AS n, COUNT(DISTINCT delivery_id) AS d FROM audit_records WHERE subscription_id = ? AND action = 'delivery.ack'", [sub]);
+    const [a] = await db.query(
+      "SELECT COUNT(*) AS n, COUNT(DISTINCT delivery_id) AS d FROM audit_records WHERE subscription_id = ? AND action = 'delivery.ack'",
+      [sub],
+    );
     assert.deepEqual([Number(a.n), Number(a.d)], [results, results], "one ACK audit record per delivery");
     s.ws.terminate();
   }
@@ -106,7 +126,11 @@ describe("transaction boundaries under faults", function () {
         WHERE n.namespace_id = ? GROUP BY n.head_sequence`,
       [cred.namespace_id],
     );
-    assert.deepEqual([String(r.numbered), String(r.top)], [String(r.head), String(r.head)], `numbered events are 1..head: ${JSON.stringify(r)}`);
+    assert.deepEqual(
+      [String(r.numbered), String(r.top)],
+      [String(r.head), String(r.head)],
+      `numbered events are 1..head: ${JSON.stringify(r)}`,
+    );
   }
 
   /** n tasks claimed on a queue of their own, completed 8 at a time; returns the ids of those answered 200. */
@@ -117,7 +141,9 @@ describe("transaction boundaries under faults", function () {
       Array.from({ length: 8 }, async () => {
         while (next < t.length) {
           const x = t[next++]!;
-          const res = await api.post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded" }, null).catch(() => undefined);
+          const res = await api
+            .post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded" }, null)
+            .catch(() => undefined);
           if (res?.status === 200) answered.push(x.taskId);
         }
       }),
@@ -140,7 +166,13 @@ describe("transaction boundaries under faults", function () {
     // Numbered afterwards, by the next kick or the sweep: each completion its one event.
     await assertLogWhole();
     const { events } = await readLog(db, cred.namespace_id);
-    assert.deepEqual(events.filter((e) => answered.includes(e.aggregate_id)).map((e) => e.aggregate_id).sort(), [...answered].sort());
+    assert.deepEqual(
+      events
+        .filter((e) => answered.includes(e.aggregate_id))
+        .map((e) => e.aggregate_id)
+        .sort(),
+      [...answered].sort(),
+    );
   });
 
   it("keeps the numbering whole when the node is SIGKILLed as its sequencer commits", async () => {
@@ -153,14 +185,19 @@ describe("transaction boundaries under faults", function () {
     // The numbering round trip reaches the database; its answer never reaches the node.
     proxy.stallWhen("UPDATE result_events SET sequence");
     const run = completeAll(api, t);
-    for (const end = Date.now() + 10000; !proxy.stalled; await sleep(5)) assert.ok(Date.now() < end, "the sequencer numbered");
+    for (const end = Date.now() + 10000; !proxy.stalled; await sleep(5))
+      assert.ok(Date.now() < end, "the sequencer numbered");
     await sleep(20);
     await node.stop("SIGKILL");
     const answered = await run;
     assert.ok(answered.length > 0, "completions were answered");
     await assertNumberedUpToHead();
     const rows = await db.query("SELECT state FROM tasks WHERE id IN (?)", [answered]);
-    assert.deepEqual(rows.map((r) => r.state), rows.map(() => "SUCCEEDED"), "every completion answered 200 is durable");
+    assert.deepEqual(
+      rows.map((r) => r.state),
+      rows.map(() => "SUCCEEDED"),
+      "every completion answered 200 is durable",
+    );
 
     const again = await startNode(db.url, env);
     nodes.push(again);
@@ -212,11 +249,14 @@ describe("transaction boundaries under faults", function () {
     const workers = Array.from({ length: 12 }, async () => {
       while (next < t.length) {
         const x = t[next++]!;
-        const res = await api.post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded", result: { x: x.taskId } }, null).catch(() => undefined);
+        const res = await api
+          .post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded", result: { x: x.taskId } }, null)
+          .catch(() => undefined);
         if (res?.status === 200) answered.add(x.taskId);
       }
     });
-    for (const end = Date.now() + 20000; consumer.receipts.length < 20; await sleep(5)) assert.ok(Date.now() < end, "receipts came");
+    for (const end = Date.now() + 20000; consumer.receipts.length < 20; await sleep(5))
+      assert.ok(Date.now() < end, "receipts came");
     await node.stop("SIGKILL");
     await Promise.all(workers);
     const delivered = consumer.delivered();
@@ -225,12 +265,26 @@ describe("transaction boundaries under faults", function () {
 
     await assertToldIsDurable(delivered, receipts);
     const rows = await db.query("SELECT id, state FROM tasks WHERE id IN (?)", [[...answered]]);
-    assert.deepEqual(rows.map((r) => r.state), rows.map(() => "SUCCEEDED"), "every completion answered 200 is durable");
+    assert.deepEqual(
+      rows.map((r) => r.state),
+      rows.map(() => "SUCCEEDED"),
+      "every completion answered 200 is durable",
+    );
 
     const again = await startNode(db.url, env);
     nodes.push(again);
     const api2 = client(again.url, cred.token);
-    for (const x of t) assert.equal((await api2.post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded", result: { x: x.taskId } }, null)).status, 200);
+    for (const x of t)
+      assert.equal(
+        (
+          await api2.post(
+            `/v1/worker/attempts/${x.attemptId}:complete`,
+            { outcome: "succeeded", result: { x: x.taskId } },
+            null,
+          )
+        ).status,
+        200,
+      );
     await assertLogWhole();
     await drainAfterRestart(again.url, sub, t.length);
   });
@@ -242,7 +296,11 @@ describe("transaction boundaries under faults", function () {
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api, { from_sequence: null });
     const t = await claimedTasks(api, q, 60);
-    for (const x of t) assert.equal((await api.post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded" }, null)).status, 200);
+    for (const x of t)
+      assert.equal(
+        (await api.post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "succeeded" }, null)).status,
+        200,
+      );
     await waitSequenced(db, cred.namespace_id);
     const delivered: Frame[] = [];
     const receipts: Frame[] = [];
@@ -251,7 +309,7 @@ describe("transaction boundaries under faults", function () {
       const consumer = await acking(node.url, sub, 8).catch(() => undefined);
       if (consumer) {
         // Once ACKs flow, at a slightly different moment each round.
-        for (const end = Date.now() + 5000; consumer.receipts.length === 0 && Date.now() < end; ) await sleep(2);
+        for (const end = Date.now() + 5000; consumer.receipts.length === 0 && Date.now() < end;) await sleep(2);
         await sleep(round * 3);
         proxy.cut();
         await consumer.s.closed;
@@ -261,7 +319,10 @@ describe("transaction boundaries under faults", function () {
       proxy.restore();
       await sleep(300);
     }
-    assert.ok(receipts.length > 0 && receipts.length < t.length, `the cuts came mid-stream (${receipts.length} receipts)`);
+    assert.ok(
+      receipts.length > 0 && receipts.length < t.length,
+      `the cuts came mid-stream (${receipts.length} receipts)`,
+    );
     await assertToldIsDurable(delivered, receipts);
     await drainAfterRestart(node.url, sub, t.length);
     await assertLogWhole();
@@ -273,7 +334,10 @@ describe("transaction boundaries under faults", function () {
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api, { from_sequence: null });
     const [x] = await claimedTasks(api, q, 1);
-    assert.equal((await api.post(`/v1/worker/attempts/${x!.attemptId}:complete`, { outcome: "succeeded" }, null)).status, 200);
+    assert.equal(
+      (await api.post(`/v1/worker/attempts/${x!.attemptId}:complete`, { outcome: "succeeded" }, null)).status,
+      200,
+    );
     const s = await connect(node.url, { token: cred.token });
     sockets.push(s);
     await s.hello(sub, 1);
@@ -287,7 +351,10 @@ describe("transaction boundaries under faults", function () {
     try {
       const answer = s.ack(d).catch(() => undefined);
       for (const end = Date.now() + 10000; ; await sleep(20)) {
-        const [w] = await db.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE '%INSERT INTO audit_records%'", [db.name]);
+        const [w] = await db.query(
+          "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE '%INSERT INTO audit_records%'",
+          [db.name],
+        );
         if (Number(w.n) === 1) break;
         assert.ok(Date.now() < end, "the ACK's commit round trip came");
       }
@@ -302,7 +369,8 @@ describe("transaction boundaries under faults", function () {
     }
     proxy.restore();
     // The consumer ACKs again with the same proof after reconnecting: now it is taken.
-    for (const end = Date.now() + 10000; (await api.get("/v1/health")).status !== 200; await sleep(200)) assert.ok(Date.now() < end);
+    for (const end = Date.now() + 10000; (await api.get("/v1/health")).status !== 200; await sleep(200))
+      assert.ok(Date.now() < end);
     const again = await connect(node.url, { token: cred.token });
     sockets.push(again);
     await again.hello(sub, 1);

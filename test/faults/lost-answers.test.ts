@@ -58,7 +58,13 @@ describe("commits whose answer was lost", function () {
   }
 
   const ackAudits = async (deliveryId: string) =>
-    Number((await db.query("SELECT COUNT(*) AS n FROM audit_records WHERE delivery_id = ? AND action = 'delivery.ack'", [deliveryId]))[0].n);
+    Number(
+      (
+        await db.query("SELECT COUNT(*) AS n FROM audit_records WHERE delivery_id = ? AND action = 'delivery.ack'", [
+          deliveryId,
+        ])
+      )[0].n,
+    );
 
   for (const how of ["cut", "SIGKILL"] as const) {
     it(`sends no frame for a lease whose COMMIT ran unanswered (${how}); it is delivered at epoch 2 once it runs out`, async () => {
@@ -68,7 +74,8 @@ describe("commits whose answer was lost", function () {
       const s = await consumer(node.url, sub);
       proxy!.stallWhen("SET state = 'LEASED'");
       await cancelledResults(api, q, 1);
-      const row = async () => (await db.query("SELECT id, state, lease_epoch, attempts FROM deliveries WHERE subscription_id = ?", [sub]))[0];
+      const row = async () =>
+        (await db.query("SELECT id, state, lease_epoch, attempts FROM deliveries WHERE subscription_id = ?", [sub]))[0];
       await until("the lease committed", async () => proxy!.stalled && (await row())?.state === "LEASED");
       const leased = await row();
       assert.deepEqual([String(leased.lease_epoch), Number(leased.attempts)], ["1", 1]);
@@ -83,7 +90,11 @@ describe("commits whose answer was lost", function () {
         nodes.push(again);
         url = again.url;
       }
-      assert.equal(s.frames.filter((f) => f.type === "event.deliver").length, 0, "no frame for a lease the node never saw committed");
+      assert.equal(
+        s.frames.filter((f) => f.type === "event.deliver").length,
+        0,
+        "no frame for a lease the node never saw committed",
+      );
       await sleep(1200); // the 1 s lease runs out
       const s2 = await consumer(url, sub);
       const d = await s2.nextOfType("event.deliver", 10000);
@@ -127,8 +138,10 @@ describe("commits whose answer was lost", function () {
     const node = await nodeViaProxy();
     const api = client(node.url, cred.token);
     const { q, sub } = await queueWithSubscription(db, cred, api, { from_sequence: null });
-    const cursor = async () => String((await db.query("SELECT cursor_sequence FROM subscriptions WHERE id = ?", [sub]))[0].cursor_sequence);
-    const rows = async () => Number((await db.query("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ?", [sub]))[0].n);
+    const cursor = async () =>
+      String((await db.query("SELECT cursor_sequence FROM subscriptions WHERE id = ?", [sub]))[0].cursor_sequence);
+    const rows = async () =>
+      Number((await db.query("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ?", [sub]))[0].n);
     const before = await cursor();
     const s = await consumer(node.url, sub);
     proxy!.stallWhen("INSERT INTO deliveries");
@@ -153,7 +166,8 @@ describe("commits whose answer was lost", function () {
     proxy!.stallWhen("UPDATE idempotency_keys SET response_status");
     const body = { expected_revision: "1", enabled: false, reason: "pause" };
     const first = api.post(`/v1/subscriptions/${sub}:configure`, body, "pause-1");
-    const revision = async () => String((await db.query("SELECT revision FROM subscriptions WHERE id = ?", [sub]))[0].revision);
+    const revision = async () =>
+      String((await db.query("SELECT revision FROM subscriptions WHERE id = ?", [sub]))[0].revision);
     await until("the configure committed", async () => proxy!.stalled && (await revision()) === "2");
     proxy!.cutStalled();
     assertError(await first, 503, "UNAVAILABLE");
@@ -162,7 +176,10 @@ describe("commits whose answer was lost", function () {
     assert.equal(replay.json.data.deduplicated, true);
     assert.equal(replay.json.data.subscription.revision, "2");
     assert.equal(replay.json.data.subscription.enabled, false);
-    const [a] = await db.query("SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id = ? AND action = 'subscription.configure'", [sub]);
+    const [a] = await db.query(
+      "SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id = ? AND action = 'subscription.configure'",
+      [sub],
+    );
     assert.equal(Number(a.n), 1);
   });
 });

@@ -44,7 +44,8 @@ describe("node faults", function () {
     const subs: string[] = [];
     const seen = new Map<string, number>();
     for (const name of [`${tag}-1`, `${tag}-2`]) {
-      const sub = (await api.post("/v1/subscriptions", { name, queue_id: queueId })).json.data.subscription.id as string;
+      const sub = (await api.post("/v1/subscriptions", { name, queue_id: queueId })).json.data.subscription
+        .id as string;
       subs.push(sub);
       for (let i = 0; i < 2; i++) {
         consumers.push(
@@ -76,7 +77,11 @@ describe("node faults", function () {
           if (t.status !== 201 && t.status !== 200) throw new Error(t.text);
           const task = t.json.data.task;
           if (task.state === "QUEUED") {
-            const c = await api.post(`/v1/tasks/${task.id}:cancel`, { expected_revision: "1", reason: "r" }, `${key}-cancel`);
+            const c = await api.post(
+              `/v1/tasks/${task.id}:cancel`,
+              { expected_revision: "1", reason: "r" },
+              `${key}-cancel`,
+            );
             if (c.status !== 200) throw new Error(c.text);
           }
           break;
@@ -92,12 +97,13 @@ describe("node faults", function () {
   async function expectAllAcked(subs: string[], results: number) {
     const c = await db.connect();
     try {
-      for (const end = Date.now() + 60000; ; ) {
+      for (const end = Date.now() + 60000; ;) {
         const [rows] = await c.query<any[]>(
           "SELECT subscription_id, SUM(state = 'ACKED') AS acked, COUNT(*) AS n FROM deliveries WHERE subscription_id IN (?) GROUP BY subscription_id",
           [subs],
         );
-        const done = rows.length === subs.length && rows.every((r) => Number(r.acked) === results && Number(r.n) === results);
+        const done =
+          rows.length === subs.length && rows.every((r) => Number(r.acked) === results && Number(r.n) === results);
         if (done) break;
         assert.ok(Date.now() < end, `not all ACKED: ${JSON.stringify(rows)}`);
         await sleep(200);
@@ -107,7 +113,10 @@ describe("node faults", function () {
         [subs],
       );
       assert.deepEqual(dups, [], "no ACK audit record is duplicated");
-      const [[audits]] = (await c.query("SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id IN (?) AND action = 'delivery.ack'", [subs])) as any;
+      const [[audits]] = (await c.query(
+        "SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id IN (?) AND action = 'delivery.ack'",
+        [subs],
+      )) as any;
       assert.equal(Number(audits.n), results * subs.length);
     } finally {
       await c.end();
@@ -121,12 +130,17 @@ describe("node faults", function () {
     const { subs, seen } = await consume(client(b!.url, cred.token), q, [a!.url, b!.url], "kill");
     await sleep(300);
     let killed = false;
-    await produce(() => (killed ? [b!.url] : [a!.url, b!.url]), q, 200, async (i) => {
-      if (i === 80) {
-        await a!.stop("SIGKILL");
-        killed = true;
-      }
-    });
+    await produce(
+      () => (killed ? [b!.url] : [a!.url, b!.url]),
+      q,
+      200,
+      async (i) => {
+        if (i === 80) {
+          await a!.stop("SIGKILL");
+          killed = true;
+        }
+      },
+    );
     await expectAllAcked(subs, 200);
     const perSub = subs.map((s) => [...seen.keys()].filter((k) => k.startsWith(s)).length);
     assert.deepEqual(perSub, [200, 200], "every event reached each subscription's consumers at least once");
@@ -141,14 +155,19 @@ describe("node faults", function () {
     const q = cred.queues[1]!.id;
     const { subs } = await consume(client(urls[0]!, cred.token), q, urls, "restart");
     await sleep(300);
-    await produce(() => urls, q, 150, async (i) => {
-      if (i === 60) {
-        // Every node goes (SIGTERM: 1001 to consumers, leases kept), then comes back.
-        await Promise.all(current.map((n) => n.stop("SIGTERM")));
-        current = await Promise.all(ports.map(start));
-        nodes.push(...current);
-      }
-    });
+    await produce(
+      () => urls,
+      q,
+      150,
+      async (i) => {
+        if (i === 60) {
+          // Every node goes (SIGTERM: 1001 to consumers, leases kept), then comes back.
+          await Promise.all(current.map((n) => n.stop("SIGTERM")));
+          current = await Promise.all(ports.map(start));
+          nodes.push(...current);
+        }
+      },
+    );
     await expectAllAcked(subs, 150);
   });
 });

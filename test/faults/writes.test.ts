@@ -50,7 +50,8 @@ describe("management and worker writes under faults", function () {
   });
 
   async function waitFor(what: string, check: () => Promise<boolean>, ms = 15000): Promise<void> {
-    for (const end = Date.now() + ms; !(await check()); await sleep(50)) assert.ok(Date.now() < end, `timed out waiting for ${what}`);
+    for (const end = Date.now() + ms; !(await check()); await sleep(50))
+      assert.ok(Date.now() < end, `timed out waiting for ${what}`);
   }
 
   /**
@@ -67,13 +68,25 @@ describe("management and worker writes under faults", function () {
     const key = () => `${tag}-${writes.length}`;
     for (const x of await claimedTasks(api, q, 20)) {
       tasks.push(x.taskId);
-      writes.push({ path: `/v1/tasks/${x.taskId}:cancel`, body: { expected_revision: "2", reason: "running" }, key: key() });
+      writes.push({
+        path: `/v1/tasks/${x.taskId}:cancel`,
+        body: { expected_revision: "2", reason: "running" },
+        key: key(),
+      });
     }
     for (const x of await claimedTasks(api, q, 20)) {
       tasks.push(x.taskId);
-      const done = await api.post(`/v1/worker/attempts/${x.attemptId}:complete`, { outcome: "needs_review", result: "maybe" }, null);
+      const done = await api.post(
+        `/v1/worker/attempts/${x.attemptId}:complete`,
+        { outcome: "needs_review", result: "maybe" },
+        null,
+      );
       assert.equal(done.json.data.task.revision, "3");
-      writes.push({ path: `/v1/tasks/${x.taskId}:resolve`, body: { expected_revision: "3", outcome: "succeeded", result: { ok: 1 }, reason: "looked" }, key: key() });
+      writes.push({
+        path: `/v1/tasks/${x.taskId}:resolve`,
+        body: { expected_revision: "3", outcome: "succeeded", result: { ok: 1 }, reason: "looked" },
+        key: key(),
+      });
     }
     for (const x of await claimedTasks(api, q, 20)) {
       tasks.push(x.taskId);
@@ -87,7 +100,11 @@ describe("management and worker writes under faults", function () {
     }
     for (let i = 0; i < 12; i++) {
       const s = (await api.post("/v1/subscriptions", { name: `${tag}-c${i}`, queue_id: q })).json.data.subscription;
-      writes.push({ path: `/v1/subscriptions/${s.id}:configure`, body: { expected_revision: s.revision, enabled: false, reason: "pause" }, key: key() });
+      writes.push({
+        path: `/v1/subscriptions/${s.id}:configure`,
+        body: { expected_revision: s.revision, enabled: false, reason: "pause" },
+        key: key(),
+      });
     }
     // EXPIRED deliveries: one attempt each, leased to a consumer that never ACKs.
     const { q: rq, sub } = await queueWithSubscription(db, cred, api, { from_sequence: null, max_attempts: 1 });
@@ -99,14 +116,22 @@ describe("management and worker writes under faults", function () {
     sockets.push(s);
     await s.hello(sub, 32);
     await waitFor("16 EXPIRED deliveries", async () => {
-      const [r] = await db.query("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'EXPIRED'", [sub]);
+      const [r] = await db.query(
+        "SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'EXPIRED'",
+        [sub],
+      );
       return Number(r.n) === 16;
     });
     s.ws.terminate();
     for (const d of await db.query("SELECT id, revision FROM deliveries WHERE subscription_id = ?", [sub])) {
-      writes.push({ path: `/v1/subscriptions/${sub}/deliveries/${d.id}:retry`, body: { expected_revision: String(d.revision), additional_attempts: 2, reason: "again" }, key: key() });
+      writes.push({
+        path: `/v1/subscriptions/${sub}/deliveries/${d.id}:retry`,
+        body: { expected_revision: String(d.revision), additional_attempts: 2, reason: "again" },
+        key: key(),
+      });
     }
-    for (let i = 0; i < 12; i++) writes.push({ path: "/v1/subscriptions", body: { name: `${tag}-n${i}`, queue_id: q }, key: key() });
+    for (let i = 0; i < 12; i++)
+      writes.push({ path: "/v1/subscriptions", body: { name: `${tag}-n${i}`, queue_id: q }, key: key() });
     // Interleaved, so that the fault lands among writes of every kind.
     const kinds = [0, 20, 40, 60, 80, 92, 108].map((start, k, all) => writes.slice(start, all[k + 1] ?? writes.length));
     const mixed: Write[] = [];
@@ -148,7 +173,11 @@ describe("management and worker writes under faults", function () {
       if (w.key !== null) {
         assert.equal(again.status, 200, `${w.path}: a replay answers 200`);
         assert.equal(first, false);
-        assert.equal(deduplicated, true, `${w.path}: a write answered ${w.answer.status} is durable; its replay is deduplicated`);
+        assert.equal(
+          deduplicated,
+          true,
+          `${w.path}: a write answered ${w.answer.status} is durable; its replay is deduplicated`,
+        );
       }
       assert.deepEqual(now, original, `${w.path}: the replay answers the original receipt`);
     }
@@ -158,7 +187,11 @@ describe("management and worker writes under faults", function () {
   async function assertNothingHalfWritten(tasks: string[]): Promise<void> {
     await waitSequenced(db, cred.namespace_id);
     const { head, events } = await readLog(db, cred.namespace_id);
-    assert.deepEqual(events.map((e) => BigInt(e.sequence)), Array.from({ length: events.length }, (_, i) => BigInt(i + 1)), "sequences 1..N");
+    assert.deepEqual(
+      events.map((e) => BigInt(e.sequence)),
+      Array.from({ length: events.length }, (_, i) => BigInt(i + 1)),
+      "sequences 1..N",
+    );
     assert.equal(head, BigInt(events.length));
     const rows = await db.query(
       `SELECT t.id, t.state, t.revision, t.effect_uncertain, a.ended_by
@@ -171,15 +204,21 @@ describe("management and worker writes under faults", function () {
     for (const t of rows) {
       const mine = byTask.get(t.id) ?? [];
       const last = mine.at(-1);
-      if (t.state === "QUEUED" && t.revision === "1") assert.equal(mine.length, 0, `task ${t.id}: no event before a change`);
+      if (t.state === "QUEUED" && t.revision === "1")
+        assert.equal(mine.length, 0, `task ${t.id}: no event before a change`);
       else if (t.state === "RUNNING") assert.equal(mine.length, 0, `task ${t.id}: RUNNING with ${last?.type}`);
       else {
         assert.ok(last, `task ${t.id}: ${t.state} at ${t.revision} without its event`);
-        assert.deepEqual([last.details.state, last.aggregate_revision], [t.state, String(t.revision)], `task ${t.id}: its last event is its state`);
+        assert.deepEqual(
+          [last.details.state, last.aggregate_revision],
+          [t.state, String(t.revision)],
+          `task ${t.id}: its last event is its state`,
+        );
       }
       const revisions = mine.map((e) => e.aggregate_revision);
       assert.deepEqual(revisions, [...new Set(revisions)], `task ${t.id}: one event per change`);
-      if (t.state === "CANCELLED" && t.effect_uncertain) assert.equal(t.ended_by, "cancelled", `task ${t.id}: its attempt ended with the cancel`);
+      if (t.state === "CANCELLED" && t.effect_uncertain)
+        assert.equal(t.ended_by, "cancelled", `task ${t.id}: its attempt ended with the cancel`);
       if (t.state === "RUNNING") assert.equal(t.ended_by, null, `task ${t.id}: its attempt is open`);
     }
     const [unaudited] = await db.query(
@@ -188,7 +227,11 @@ describe("management and worker writes under faults", function () {
               (SELECT COUNT(*) FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id WHERE d.attempt_budget - s.max_attempts <>
                  2 * (SELECT COUNT(*) FROM audit_records a WHERE a.delivery_id = d.id AND a.action = 'delivery.retry')) AS deliveries`,
     );
-    assert.deepEqual([Number(unaudited.subscriptions), Number(unaudited.deliveries)], [0, 0], "every configure and retry has its audit record");
+    assert.deepEqual(
+      [Number(unaudited.subscriptions), Number(unaudited.deliveries)],
+      [0, 0],
+      "every configure and retry has its audit record",
+    );
   }
 
   /**
@@ -206,7 +249,8 @@ describe("management and worker writes under faults", function () {
     const api = client(node.url, cred.token);
     const q = await grantedQueue(db, cred, `r${++round}-workers`);
     const tasks: string[] = [];
-    for (let i = 0; i < 60; i++) tasks.push((await api.post("/v1/tasks", { queue_id: q, input: i, max_attempts: 2 })).json.data.task.id);
+    for (let i = 0; i < 60; i++)
+      tasks.push((await api.post("/v1/tasks", { queue_id: q, input: i, max_attempts: 2 })).json.data.task.id);
     const claims: { attemptId: string; taskId: string; attempts: number }[] = [];
     const completed: string[] = [];
     let stop = false;
@@ -219,9 +263,15 @@ describe("management and worker writes under faults", function () {
           await sleep(20);
           continue;
         }
-        claims.push({ attemptId: c.json.data.attempt_id, taskId: c.json.data.task.id, attempts: c.json.data.task.attempts });
+        claims.push({
+          attemptId: c.json.data.attempt_id,
+          taskId: c.json.data.task.id,
+          attempts: c.json.data.task.attempts,
+        });
         if (k++ % 2 === 1) continue;
-        const done = await api.post(`/v1/worker/attempts/${c.json.data.attempt_id}:complete`, { outcome: "succeeded" }, null).catch(() => undefined);
+        const done = await api
+          .post(`/v1/worker/attempts/${c.json.data.attempt_id}:complete`, { outcome: "succeeded" }, null)
+          .catch(() => undefined);
         if (done?.status === 200) completed.push(c.json.data.attempt_id);
       }
     });
@@ -235,14 +285,26 @@ describe("management and worker writes under faults", function () {
     await node.stop("SIGKILL");
     stop = true;
     await Promise.all(workers);
-    assert.ok(claims.length > 10 && completed.length > 5, `claims (${claims.length}) and completions (${completed.length}) were answered`);
+    assert.ok(
+      claims.length > 10 && completed.length > 5,
+      `claims (${claims.length}) and completions (${completed.length}) were answered`,
+    );
 
-    const attempts = new Map((await db.query("SELECT id, task_id, number, ended_by FROM task_attempts WHERE task_id IN (?)", [tasks])).map((a) => [a.id, a]));
+    const attempts = new Map(
+      (await db.query("SELECT id, task_id, number, ended_by FROM task_attempts WHERE task_id IN (?)", [tasks])).map(
+        (a) => [a.id, a],
+      ),
+    );
     for (const c of claims) {
       const a = attempts.get(c.attemptId);
-      assert.deepEqual(a && [a.task_id, a.number], [c.taskId, c.attempts], `the claim of attempt ${c.attemptId} is durable`);
+      assert.deepEqual(
+        a && [a.task_id, a.number],
+        [c.taskId, c.attempts],
+        `the claim of attempt ${c.attemptId} is durable`,
+      );
     }
-    for (const id of completed) assert.equal(attempts.get(id)?.ended_by, "complete", `the completion of attempt ${id} is durable`);
+    for (const id of completed)
+      assert.equal(attempts.get(id)?.ended_by, "complete", `the completion of attempt ${id} is durable`);
 
     // A new node recovers what the dead one left RUNNING; then every attempt has ended.
     const again = await startNode(db.url, workerEnv);
@@ -253,20 +315,39 @@ describe("management and worker writes under faults", function () {
     });
     await waitSequenced(db, cred.namespace_id);
     const { head, events } = await readLog(db, cred.namespace_id);
-    assert.deepEqual(events.map((e) => BigInt(e.sequence)), Array.from({ length: events.length }, (_, i) => BigInt(i + 1)), "sequences 1..N");
+    assert.deepEqual(
+      events.map((e) => BigInt(e.sequence)),
+      Array.from({ length: events.length }, (_, i) => BigInt(i + 1)),
+      "sequences 1..N",
+    );
     assert.equal(head, BigInt(events.length));
     const ended = await db.query("SELECT id, ended_by FROM task_attempts WHERE task_id IN (?)", [tasks]);
     for (const a of ended) {
       const mine = events.filter((e) => e.snapshot.current_attempt_id === a.id);
-      const want = a.ended_by === "complete" ? [["task.succeeded", "WORKER_SUCCEEDED"]] : a.ended_by === "expired" ? [[mine[0]?.type, mine[0]?.details.reason]] : [];
-      assert.deepEqual(mine.map((e) => [e.type, e.details.reason]), want, `attempt ${a.id} (${a.ended_by}): one event`);
-      if (a.ended_by === "expired") assert.ok(["LEASE_EXPIRED", "ATTEMPTS_EXHAUSTED"].includes(mine[0]!.details.reason), mine[0]!.details.reason);
+      const want =
+        a.ended_by === "complete"
+          ? [["task.succeeded", "WORKER_SUCCEEDED"]]
+          : a.ended_by === "expired"
+            ? [[mine[0]?.type, mine[0]?.details.reason]]
+            : [];
+      assert.deepEqual(
+        mine.map((e) => [e.type, e.details.reason]),
+        want,
+        `attempt ${a.id} (${a.ended_by}): one event`,
+      );
+      if (a.ended_by === "expired")
+        assert.ok(["LEASE_EXPIRED", "ATTEMPTS_EXHAUSTED"].includes(mine[0]!.details.reason), mine[0]!.details.reason);
       assert.ok(a.ended_by === "complete" || a.ended_by === "expired", `attempt ${a.id} ended (${a.ended_by})`);
     }
     for (const t of await db.query("SELECT id, state, revision FROM tasks WHERE id IN (?)", [tasks])) {
       const last = events.filter((e) => e.aggregate_id === t.id).at(-1);
       if (t.state === "QUEUED" && t.revision === "1") assert.equal(last, undefined);
-      else assert.deepEqual([last?.details.state, last?.aggregate_revision], [t.state, String(t.revision)], `task ${t.id}: its last event is its state`);
+      else
+        assert.deepEqual(
+          [last?.details.state, last?.aggregate_revision],
+          [t.state, String(t.revision)],
+          `task ${t.id}: its last event is its state`,
+        );
     }
   });
 
@@ -281,7 +362,8 @@ describe("management and worker writes under faults", function () {
     await run.sent;
     const answered = writes.filter((w) => w.answer && w.answer.status < 300).length;
     assert.ok(answered < writes.length, `the kill came mid-run (${answered} of ${writes.length})`);
-    for (const w of writes) if (w.answer) assert.ok(w.answer.status < 300, `${w.path}: ${w.answer.status} ${JSON.stringify(w.answer.json)}`);
+    for (const w of writes)
+      if (w.answer) assert.ok(w.answer.status < 300, `${w.path}: ${w.answer.status} ${JSON.stringify(w.answer.json)}`);
 
     const again = await startNode(db.url, env);
     nodes.push(again);
@@ -308,7 +390,12 @@ describe("management and worker writes under faults", function () {
     await run.sent;
     const failed = writes.filter((w) => w.answer?.status === 503).length;
     assert.ok(failed > 0, "some writes met a cut");
-    for (const w of writes) if (w.answer) assert.ok(w.answer.status < 300 || w.answer.status === 503, `${w.path}: ${w.answer.status} ${JSON.stringify(w.answer.json)}`);
+    for (const w of writes)
+      if (w.answer)
+        assert.ok(
+          w.answer.status < 300 || w.answer.status === 503,
+          `${w.path}: ${w.answer.status} ${JSON.stringify(w.answer.json)}`,
+        );
     await waitFor("the node to answer again", async () => (await api.get("/v1/health")).status === 200);
     await assertNothingHalfWritten(tasks);
     await replay(api, writes);

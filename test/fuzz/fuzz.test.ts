@@ -26,7 +26,10 @@ import { ERROR_CATALOGUE, type ErrorCode } from "../../src/wire/errors.js";
 
 const SCALE = Math.max(0.05, Number(process.env.ORBIT_FUZZ_SCALE ?? "1") || 1);
 const SEED = process.env.ORBIT_FUZZ_SEED === undefined ? undefined : Number(process.env.ORBIT_FUZZ_SEED);
-const runs = (n: number): { numRuns: number; seed?: number } => ({ numRuns: Math.max(1, Math.round(n * SCALE)), ...(SEED === undefined ? {} : { seed: SEED }) });
+const runs = (n: number): { numRuns: number; seed?: number } => ({
+  numRuns: Math.max(1, Math.round(n * SCALE)),
+  ...(SEED === undefined ? {} : { seed: SEED }),
+});
 
 const LIMIT = 512 * 1024;
 const SESSION = "@@SESSION@@";
@@ -38,29 +41,110 @@ const rid = (): string => randomBytes(16).toString("hex");
 
 /** Numbers the strict parser must refuse or keep exactly. */
 const HUGE_NUMBERS = [
-  "1e400", "-1e400", "1E+999", "2e308", "1e-400", "4.9e-325", "-0", "0.0", "1.0", "1e2", "1E0", "0e0",
-  "123456789012345678901234567890", "-123456789012345678901234567890", "18446744073709551616",
-  "18446744073709551615", "9007199254740993", "340282366920938463463374607431768211456",
-  `0.${"0".repeat(400)}1`, "9".repeat(1000), `1${"0".repeat(400)}`, "100.000000000000001", "999.99999999999999999",
+  "1e400",
+  "-1e400",
+  "1E+999",
+  "2e308",
+  "1e-400",
+  "4.9e-325",
+  "-0",
+  "0.0",
+  "1.0",
+  "1e2",
+  "1E0",
+  "0e0",
+  "123456789012345678901234567890",
+  "-123456789012345678901234567890",
+  "18446744073709551616",
+  "18446744073709551615",
+  "9007199254740993",
+  "340282366920938463463374607431768211456",
+  `0.${"0".repeat(400)}1`,
+  "9".repeat(1000),
+  `1${"0".repeat(400)}`,
+  "100.000000000000001",
+  "999.99999999999999999",
 ];
 /** Strings in uint64 position that are not canonical counters, and a few that are. */
 const UINT64_STRINGS = [
-  "18446744073709551616", "18446744073709551615", "99999999999999999999999", "36893488147419103232",
-  "-1", "01", "00", "1e3", " 1", "1 ", "0x10", "", "+1", "1.0", "١٢", "１", "0", "1", "2", "3", "9223372036854775808",
+  "18446744073709551616",
+  "18446744073709551615",
+  "99999999999999999999999",
+  "36893488147419103232",
+  "-1",
+  "01",
+  "00",
+  "1e3",
+  " 1",
+  "1 ",
+  "0x10",
+  "",
+  "+1",
+  "1.0",
+  "١٢",
+  "１",
+  "0",
+  "1",
+  "2",
+  "3",
+  "9223372036854775808",
 ];
 /** Not JSON at all, or JSON the strict parser refuses. */
 const RAW_GARBAGE = [
-  "NaN", "Infinity", "-Infinity", "undefined", "'x'", "01", ".5", "1.", "--1", "+1", "tru", "nul", "True",
-  '"\\ud800"', '"\\udc00x"', '"\\ud83d\\ude00"', '"\\u00"', '"\\x41"', '"\\u0000"', '"a\u0000b"', '"\t"', '"\n"',
-  '"\u2028"', "[1,]", "{,}", '{"a"}', '{"a":}', "[", "]", '"unterminated', "\u00a0 1", "/*c*/1", "0x1F",
+  "NaN",
+  "Infinity",
+  "-Infinity",
+  "undefined",
+  "'x'",
+  "01",
+  ".5",
+  "1.",
+  "--1",
+  "+1",
+  "tru",
+  "nul",
+  "True",
+  '"\\ud800"',
+  '"\\udc00x"',
+  '"\\ud83d\\ude00"',
+  '"\\u00"',
+  '"\\x41"',
+  '"\\u0000"',
+  '"a\u0000b"',
+  '"\t"',
+  '"\n"',
+  '"\u2028"',
+  "[1,]",
+  "{,}",
+  '{"a"}',
+  '{"a":}',
+  "[",
+  "]",
+  '"unterminated',
+  "\u00a0 1",
+  "/*c*/1",
+  "0x1F",
 ];
 /** Duplicate keys at some depth, spelled plainly or with escapes. */
 const DUPLICATE_TEXT = [
-  '{"a":1,"a":1}', '{"a":{"b":1,"b":2}}', '[{"k":1,"k":1}]', '{"a":1,"\\u0061":2}',
-  '{"__proto__":1,"__proto__":2}', '{"__proto__":{"x":1}}', '{"constructor":{"prototype":{"x":1}}}', '{"":1,"":2}',
+  '{"a":1,"a":1}',
+  '{"a":{"b":1,"b":2}}',
+  '[{"k":1,"k":1}]',
+  '{"a":1,"\\u0061":2}',
+  '{"__proto__":1,"__proto__":2}',
+  '{"__proto__":{"x":1}}',
+  '{"constructor":{"prototype":{"x":1}}}',
+  '{"":1,"":2}',
 ];
 const deep = (n: number, open = "[", close = "]"): string => open.repeat(n) + close.repeat(n);
-const NESTING = [deep(255), deep(256), deep(257), deep(1000), deep(100_000), `${'{"a":'.repeat(300)}1${"}".repeat(300)}`];
+const NESTING = [
+  deep(255),
+  deep(256),
+  deep(257),
+  deep(1000),
+  deep(100_000),
+  `${'{"a":'.repeat(300)}1${"}".repeat(300)}`,
+];
 
 /** A raw JSON value as text, mostly valid JSON, often hostile. */
 const valueText: fc.Arbitrary<string> = fc.oneof(
@@ -72,12 +156,31 @@ const valueText: fc.Arbitrary<string> = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom(...RAW_GARBAGE) },
   { weight: 1, arbitrary: fc.constantFrom(...DUPLICATE_TEXT) },
   { weight: 1, arbitrary: fc.constantFrom(...NESTING) },
-  { weight: 1, arbitrary: fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true })).map((n) => JSON.stringify(n)) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }))
+      .map((n) => JSON.stringify(n)),
+  },
 );
 
 /** Random key names for "extra key" mutations. */
 const keyName: fc.Arbitrary<string> = fc.oneof(
-  fc.constantFrom("__proto__", "constructor", "toString", "hasOwnProperty", "", " ", "id", "data", "error", "request_id", "session_id", "reply_to", "extra"),
+  fc.constantFrom(
+    "__proto__",
+    "constructor",
+    "toString",
+    "hasOwnProperty",
+    "",
+    " ",
+    "id",
+    "data",
+    "error",
+    "request_id",
+    "session_id",
+    "reply_to",
+    "extra",
+  ),
   fc.string({ unit: "binary", maxLength: 12 }),
 );
 
@@ -128,7 +231,16 @@ interface Specials {
 const WHITESPACE = [" ", "\t", "\n", "\r\n", "  \n\t ", "\u00a0", "\u2003", "\ufeff", "\u000b", "\f"];
 
 function caseVariant(k: string, v: number): string {
-  const variants = [k.toUpperCase(), k[0] ? k[0].toUpperCase() + k.slice(1) : "X", k.replace(/_/g, "-"), k.replace(/_(.)/g, (_, c: string) => c.toUpperCase()), `${k} `, ` ${k}`, `${k}\u0000`, k.replace(/i/g, "\u0130")];
+  const variants = [
+    k.toUpperCase(),
+    k[0] ? k[0].toUpperCase() + k.slice(1) : "X",
+    k.replace(/_/g, "-"),
+    k.replace(/_(.)/g, (_, c: string) => c.toUpperCase()),
+    `${k} `,
+    ` ${k}`,
+    `${k}\u0000`,
+    k.replace(/i/g, "\u0130"),
+  ];
   return variants[v % variants.length]!;
 }
 
@@ -146,7 +258,8 @@ function applyMutation(entries: [string, string, string][], m: Mutation, special
   const i = m.index % entries.length;
   const [plain, keyText, valText] = entries[i]!;
   const special = specials.values[plain];
-  const chosen = special && (m.useSpecial || specials.forced?.has(plain)) ? special[m.special % special.length]! : m.value;
+  const chosen =
+    special && (m.useSpecial || specials.forced?.has(plain)) ? special[m.special % special.length]! : m.value;
   switch (m.op) {
     case "none":
       break;
@@ -161,7 +274,10 @@ function applyMutation(entries: [string, string, string][], m: Mutation, special
       break;
     case "duplicate":
       // Same key twice: with the same value (still a duplicate), with another one, or escaped.
-      out.splice(m.variant % 2 === 0 ? i : i + 1, 0, [m.variant % 3 === 0 ? escapeKey(plain) : keyText, m.variant % 4 === 1 ? valText : chosen]);
+      out.splice(m.variant % 2 === 0 ? i : i + 1, 0, [
+        m.variant % 3 === 0 ? escapeKey(plain) : keyText,
+        m.variant % 4 === 1 ? valText : chosen,
+      ]);
       break;
     case "escape":
       out[i] = [escapeKey(plain), valText];
@@ -179,11 +295,19 @@ function applyMutation(entries: [string, string, string][], m: Mutation, special
 }
 
 /** Renders `value` as JSON text with the mutation applied to the object at `target`. */
-function renderMutated(value: unknown, target: readonly string[], m: Mutation, specials: Specials, path: string[] = []): string {
+function renderMutated(
+  value: unknown,
+  target: readonly string[],
+  m: Mutation,
+  specials: Specials,
+  path: string[] = [],
+): string {
   if (value !== null && typeof value === "object" && !Array.isArray(value)) {
-    const entries = Object.entries(value as Record<string, unknown>).map(
-      ([k, v]): [string, string, string] => [k, JSON.stringify(k), renderMutated(v, target, m, specials, [...path, k])],
-    );
+    const entries = Object.entries(value as Record<string, unknown>).map(([k, v]): [string, string, string] => [
+      k,
+      JSON.stringify(k),
+      renderMutated(v, target, m, specials, [...path, k]),
+    ]);
     const here = path.length === target.length && path.every((p, i) => p === target[i]);
     const rendered = here ? applyMutation(entries, m, specials) : entries.map(([, k, v]): [string, string] => [k, v]);
     return `{${rendered.map(([k, v]) => `${k}:${v}`).join(",")}}`;
@@ -202,7 +326,11 @@ const httpStatuses = new Map<number, number>();
 /** How WebSocket cases ended: close code or answer type (and error code). */
 const wsOutcomes = new Map<string, number>();
 const tally = <K>(m: Map<K, number>, k: K): void => void m.set(k, (m.get(k) ?? 0) + 1);
-const summary = <K>(m: Map<K, number>): string => [...m].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}:${n}`).join(" ");
+const summary = <K>(m: Map<K, number>): string =>
+  [...m]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => `${k}:${n}`)
+    .join(" ");
 
 function checkHttp(res: RawResponse, operationId: string | undefined, what: string): void {
   tally(httpStatuses, res.status);
@@ -220,7 +348,11 @@ function checkHttp(res: RawResponse, operationId: string | undefined, what: stri
     assert.equal(typeof res.json.error.code, "string", ctx);
     assert.equal(typeof res.json.error.message, "string", ctx);
     assert.ok(CODES.has(res.json.error.code), `a code outside the catalogue: ${ctx}`);
-    assert.equal(ERROR_CATALOGUE[res.json.error.code as ErrorCode].status, res.status, `code and status disagree: ${ctx}`);
+    assert.equal(
+      ERROR_CATALOGUE[res.json.error.code as ErrorCode].status,
+      res.status,
+      `code and status disagree: ${ctx}`,
+    );
   } else {
     assert.deepEqual(Object.keys(res.json).sort(), ["data", "request_id"], ctx);
   }
@@ -239,7 +371,11 @@ function checkHttp(res: RawResponse, operationId: string | undefined, what: stri
 }
 
 const describeBody = (b: string | Buffer): string =>
-  typeof b === "string" ? (b.length > 300 ? `${JSON.stringify(b.slice(0, 300))}… (${b.length} chars)` : JSON.stringify(b)) : `<${b.length} bytes ${b.subarray(0, 40).toString("hex")}>`;
+  typeof b === "string"
+    ? b.length > 300
+      ? `${JSON.stringify(b.slice(0, 300))}… (${b.length} chars)`
+      : JSON.stringify(b)
+    : `<${b.length} bytes ${b.subarray(0, 40).toString("hex")}>`;
 
 type WsOutcome = { kind: "frame"; frame: Frame } | { kind: "close"; code: number } | { kind: "timeout" };
 
@@ -350,9 +486,12 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
   after(async () => {
     await node?.stop();
     await db?.drop();
-    console.log(`fuzz: ${httpCases} HTTP cases, ${wsCases} WebSocket cases in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    console.log(
+      `fuzz: ${httpCases} HTTP cases, ${wsCases} WebSocket cases in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
     console.log(`fuzz: HTTP statuses ${summary(httpStatuses)}; WebSocket outcomes ${summary(wsOutcomes)}`);
-    if (process.env.ORBIT_FUZZ_LOG) for (const l of node?.lines ?? []) if (!l.includes('"msg":"request"')) console.log(l);
+    if (process.env.ORBIT_FUZZ_LOG)
+      for (const l of node?.lines ?? []) if (!l.includes('"msg":"request"')) console.log(l);
   });
 
   it("a burst of pipelined frames on one bound connection: answers, then one close frame with 1008", async () => {
@@ -366,8 +505,24 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       const socket = (s.ws as unknown as { _socket: Socket })._socket;
       socket.cork();
       for (let i = 0; i < 20; i++) {
-        s.send({ protocol_version: "1", type: "events.ping", message_id: mid(), session_id: s.sessionId, body: i % 2 ? {} : { x: 1 } });
-        s.send({ protocol_version: "1", type: "event.ack", message_id: mid(), session_id: s.sessionId, body: { delivery_id: delivery.id, epoch: "18446744073709551616", lease_secret: `${delivery.secret.slice(0, 42)}B` } });
+        s.send({
+          protocol_version: "1",
+          type: "events.ping",
+          message_id: mid(),
+          session_id: s.sessionId,
+          body: i % 2 ? {} : { x: 1 },
+        });
+        s.send({
+          protocol_version: "1",
+          type: "event.ack",
+          message_id: mid(),
+          session_id: s.sessionId,
+          body: {
+            delivery_id: delivery.id,
+            epoch: "18446744073709551616",
+            lease_secret: `${delivery.secret.slice(0, 42)}B`,
+          },
+        });
       }
       s.send('{"protocol_version":"1","protocol_version":"1"}');
       socket.uncork();
@@ -380,7 +535,8 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       assert.equal(code, 1008, "the close code of the server's close frame");
       for (const f of s.frames) {
         assert.ok(["events.welcome", "ack", "error", "event.deliver"].includes(f.type), JSON.stringify(f));
-        if (f.type === "error") assert.ok(["INVALID_ARGUMENT", "DELIVERY_LEASE_LOST"].includes(f.error!.code), JSON.stringify(f));
+        if (f.type === "error")
+          assert.ok(["INVALID_ARGUMENT", "DELIVERY_LEASE_LOST"].includes(f.error!.code), JSON.stringify(f));
       }
     } finally {
       s.ws.terminate();
@@ -396,7 +552,20 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
   const pathId = (real: string): fc.Arbitrary<string> =>
     fc.oneof(
       { weight: 8, arbitrary: fc.constant(real) },
-      { weight: 1, arbitrary: fc.constantFrom(ID, real.toUpperCase(), real.slice(1), `${real}0`, "%30" + real.slice(1), "%00", "..", "%2F", "") },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          ID,
+          real.toUpperCase(),
+          real.slice(1),
+          `${real}0`,
+          "%30" + real.slice(1),
+          "%00",
+          "..",
+          "%2F",
+          "",
+        ),
+      },
     );
 
   interface Endpoint {
@@ -407,9 +576,33 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
     readonly specials: Specials;
   }
 
-  const UINT64_TEXT = UINT64_STRINGS.map((s) => JSON.stringify(s)).concat(["1", "1e400", "null", "18446744073709551616"]);
-  const REASON_TEXT = ['""', '"x"', JSON.stringify("r".repeat(1024)), JSON.stringify("r".repeat(1025)), JSON.stringify("😀".repeat(1024)), JSON.stringify("😀".repeat(1025)), '"\\ud800"', "null", "1"];
-  const ID_TEXT = () => [JSON.stringify(Q), JSON.stringify(Q.toUpperCase()), JSON.stringify(ID), JSON.stringify(Q.slice(1)), '""', "null", "123", JSON.stringify(`${Q} `)];
+  const UINT64_TEXT = UINT64_STRINGS.map((s) => JSON.stringify(s)).concat([
+    "1",
+    "1e400",
+    "null",
+    "18446744073709551616",
+  ]);
+  const REASON_TEXT = [
+    '""',
+    '"x"',
+    JSON.stringify("r".repeat(1024)),
+    JSON.stringify("r".repeat(1025)),
+    JSON.stringify("😀".repeat(1024)),
+    JSON.stringify("😀".repeat(1025)),
+    '"\\ud800"',
+    "null",
+    "1",
+  ];
+  const ID_TEXT = () => [
+    JSON.stringify(Q),
+    JSON.stringify(Q.toUpperCase()),
+    JSON.stringify(ID),
+    JSON.stringify(Q.slice(1)),
+    '""',
+    "null",
+    "123",
+    JSON.stringify(`${Q} `),
+  ];
   const COMMON: Record<string, readonly string[]> = {
     expected_revision: UINT64_TEXT,
     from_sequence: UINT64_TEXT,
@@ -417,51 +610,162 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
     max_pending: ["0", "1", "1000", "1001", "-1", "1.5", "1e3", "1000.0", '"10"', "1e400"],
     max_attempts: ["0", "1", "100", "101", "-1", "1.5", "1e2", '"5"', "123456789012345678901234567890"],
     additional_attempts: ["0", "1", "100", "101", "1000000", "-1", "2.0", "1e400"],
-    wait_ms: ["0", "-1", "20001", "1e400", "1.5", '"5"', "null", "-0", "1e1", "20001.0", "123456789012345678901234567890"],
-    types: ["[]", '["task.succeeded","task.succeeded"]', '["task.requeued"]', '["TASK.SUCCEEDED"]', '["task.failed","task.cancelled","task.needs_review","task.succeeded","task.failed"]', '"task.failed"', "null", '[1]'],
+    wait_ms: [
+      "0",
+      "-1",
+      "20001",
+      "1e400",
+      "1.5",
+      '"5"',
+      "null",
+      "-0",
+      "1e1",
+      "20001.0",
+      "123456789012345678901234567890",
+    ],
+    types: [
+      "[]",
+      '["task.succeeded","task.succeeded"]',
+      '["task.requeued"]',
+      '["TASK.SUCCEEDED"]',
+      '["task.failed","task.cancelled","task.needs_review","task.succeeded","task.failed"]',
+      '"task.failed"',
+      "null",
+      "[1]",
+    ],
     enabled: ["true", "false", '"true"', "0", "null"],
     outcome: ['"succeeded"', '"failed"', '"needs_review"', '"SUCCEEDED"', '"cancelled"', '""', "null"],
-    name: ['""', '"-a"', '".a"', '"a b"', JSON.stringify("a".repeat(128)), JSON.stringify("a".repeat(129)), '"é"', '"fuzz-a"'],
+    name: [
+      '""',
+      '"-a"',
+      '".a"',
+      '"a b"',
+      JSON.stringify("a".repeat(128)),
+      JSON.stringify("a".repeat(129)),
+      '"é"',
+      '"fuzz-a"',
+    ],
     error: ['""', JSON.stringify("e".repeat(1024)), JSON.stringify("e".repeat(1025)), "null", "1"],
-    input: [JSON.stringify({ big: "x".repeat(256 * 1024) }), "1e400", "12345678901234567890", "null", '"\\ud800"', deep(256), deep(257)],
+    input: [
+      JSON.stringify({ big: "x".repeat(256 * 1024) }),
+      "1e400",
+      "12345678901234567890",
+      "null",
+      '"\\ud800"',
+      deep(256),
+      deep(257),
+    ],
     result: ["1e400", "12345678901234567890", "null", '{"a":1,"a":2}', deep(300)],
   };
 
   const endpoints = (): Endpoint[] => {
-    const s = (extra: Record<string, readonly string[]> = {}, forced: string[] = []): Specials => ({ values: { ...COMMON, queue_id: ID_TEXT(), ...extra }, forced: new Set(forced) });
+    const s = (extra: Record<string, readonly string[]> = {}, forced: string[] = []): Specials => ({
+      values: { ...COMMON, queue_id: ID_TEXT(), ...extra },
+      forced: new Set(forced),
+    });
     return [
-      { op: "createSubscription", path: fc.constant("/v1/subscriptions"), management: true, specials: s(), valid: () => ({ name: "fuzz-new", queue_id: Q, types: ["task.succeeded", "task.failed"], from_sequence: "0", max_pending: 10, max_attempts: 3 }) },
-      { op: "configureSubscription", path: pathId(sub2).map((id) => `/v1/subscriptions/${id}:configure`), management: true, specials: s(), valid: () => ({ expected_revision: "1", enabled: false, reason: "fuzz" }) },
+      {
+        op: "createSubscription",
+        path: fc.constant("/v1/subscriptions"),
+        management: true,
+        specials: s(),
+        valid: () => ({
+          name: "fuzz-new",
+          queue_id: Q,
+          types: ["task.succeeded", "task.failed"],
+          from_sequence: "0",
+          max_pending: 10,
+          max_attempts: 3,
+        }),
+      },
+      {
+        op: "configureSubscription",
+        path: pathId(sub2).map((id) => `/v1/subscriptions/${id}:configure`),
+        management: true,
+        specials: s(),
+        valid: () => ({ expected_revision: "1", enabled: false, reason: "fuzz" }),
+      },
       {
         op: "retryEventDelivery",
-        path: fc.tuple(pathId(sub), pathId(delivery.id)).map(([a, b]) => `/v1/subscriptions/${a}/deliveries/${b}:retry`),
-        management: true, specials: s(), valid: () => ({ expected_revision: "1", reason: "fuzz", additional_attempts: 2 }),
+        path: fc
+          .tuple(pathId(sub), pathId(delivery.id))
+          .map(([a, b]) => `/v1/subscriptions/${a}/deliveries/${b}:retry`),
+        management: true,
+        specials: s(),
+        valid: () => ({ expected_revision: "1", reason: "fuzz", additional_attempts: 2 }),
       },
-      { op: "submitTask", path: fc.constant("/v1/tasks"), management: true, specials: s(), valid: () => ({ queue_id: Q, input: { order: "12345678901234567890" }, max_attempts: 2 }) },
-      { op: "cancelTask", path: pathId(taskQueued).map((id) => `/v1/tasks/${id}:cancel`), management: true, specials: s(), valid: () => ({ expected_revision: "1", reason: "fuzz" }) },
-      { op: "resolveTask", path: pathId(taskReview).map((id) => `/v1/tasks/${id}:resolve`), management: true, specials: s(), valid: () => ({ expected_revision: "3", outcome: "succeeded", result: { ok: 1 }, reason: "fuzz" }) },
+      {
+        op: "submitTask",
+        path: fc.constant("/v1/tasks"),
+        management: true,
+        specials: s(),
+        valid: () => ({ queue_id: Q, input: { order: "12345678901234567890" }, max_attempts: 2 }),
+      },
+      {
+        op: "cancelTask",
+        path: pathId(taskQueued).map((id) => `/v1/tasks/${id}:cancel`),
+        management: true,
+        specials: s(),
+        valid: () => ({ expected_revision: "1", reason: "fuzz" }),
+      },
+      {
+        op: "resolveTask",
+        path: pathId(taskReview).map((id) => `/v1/tasks/${id}:resolve`),
+        management: true,
+        specials: s(),
+        valid: () => ({ expected_revision: "3", outcome: "succeeded", result: { ok: 1 }, reason: "fuzz" }),
+      },
       // wait_ms only ever takes the listed values: a random valid wait would stall the run.
-      { op: "claimTask", path: fc.constant("/v1/worker/claim"), management: false, specials: s({}, ["wait_ms"]), valid: () => ({ queue_id: Q, wait_ms: 0 }) },
+      {
+        op: "claimTask",
+        path: fc.constant("/v1/worker/claim"),
+        management: false,
+        specials: s({}, ["wait_ms"]),
+        valid: () => ({ queue_id: Q, wait_ms: 0 }),
+      },
       {
         op: "completeAttempt",
         path: fc.oneof(pathId(attemptRunning), pathId(attemptDone)).map((id) => `/v1/worker/attempts/${id}:complete`),
-        management: false, specials: s(), valid: () => ({ outcome: "failed", result: { code: 7 }, error: "fuzz" }),
+        management: false,
+        specials: s(),
+        valid: () => ({ outcome: "failed", result: { code: 7 }, error: "fuzz" }),
       },
       {
         op: "requeueAttempt",
         path: fc.oneof(pathId(attemptRunning), pathId(attemptDone)).map((id) => `/v1/worker/attempts/${id}:requeue`),
-        management: false, specials: s(), valid: () => ({ reason: "fuzz" }),
+        management: false,
+        specials: s(),
+        valid: () => ({ reason: "fuzz" }),
       },
     ];
   };
 
   const CONTENT_TYPES = [
-    "application/json; charset=utf-8", "APPLICATION/JSON", "application/json;charset=\"UTF-8\"", "application/json; charset=latin1",
-    "application/json; charset=utf-16", "text/plain", "text/json", "", "application/jsonx", "application/json, text/plain",
-    "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; foo=bar", "application/*", "*/*",
+    "application/json; charset=utf-8",
+    "APPLICATION/JSON",
+    'application/json;charset="UTF-8"',
+    "application/json; charset=latin1",
+    "application/json; charset=utf-16",
+    "text/plain",
+    "text/json",
+    "",
+    "application/jsonx",
+    "application/json, text/plain",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    "application/json; foo=bar",
+    "application/*",
+    "*/*",
   ];
   const printable = (min: number, max: number, maxLength: number, minLength = 0): fc.Arbitrary<string> =>
-    fc.string({ unit: fc.integer({ min, max }).filter((c) => c !== 0x7f).map((c) => String.fromCharCode(c)), minLength, maxLength });
+    fc.string({
+      unit: fc
+        .integer({ min, max })
+        .filter((c) => c !== 0x7f)
+        .map((c) => String.fromCharCode(c)),
+      minLength,
+      maxLength,
+    });
   /** Node's client refuses some header values outright; those never reach the server. */
   const sendable = (v: string): boolean => {
     try {
@@ -496,7 +800,12 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
             `${validText()}${validText()}`,
             `[${validText()}]`,
             // Invalid UTF-8 inside a string, an overlong encoding, a lone surrogate as bytes.
-            Buffer.concat([Buffer.from(validText().slice(0, -1)), Buffer.from(',"x":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]),
+            Buffer.concat([
+              Buffer.from(validText().slice(0, -1)),
+              Buffer.from(',"x":"'),
+              Buffer.from([0xc3, 0x28]),
+              Buffer.from('"}'),
+            ]),
             Buffer.concat([Buffer.from('{"reason":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]),
             Buffer.concat([Buffer.from('{"reason":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')]),
             Buffer.from(validText(), "utf16le"),
@@ -515,7 +824,13 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       );
     };
     const caseArb = fc.integer({ min: 0, max: eps.length - 1 }).chain((i) =>
-      fc.record({ i: fc.constant(i), path: eps[i]!.path, body: bodyFor(eps[i]!), contentType, sendKey: fc.boolean() }),
+      fc.record({
+        i: fc.constant(i),
+        path: eps[i]!.path,
+        body: bodyFor(eps[i]!),
+        contentType,
+        sendKey: fc.boolean(),
+      }),
     );
     await fc.assert(
       fc.asyncProperty(caseArb, async ({ i, path, body, contentType: ct, sendKey }) => {
@@ -532,7 +847,12 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
   });
 
   it("random Authorization, Idempotency-Key, X-Request-ID and other headers", async () => {
-    interface Target { op: string; method: string; path: string; body?: string }
+    interface Target {
+      op: string;
+      method: string;
+      path: string;
+      body?: string;
+    }
     const targets: Target[] = [
       { op: "getCurrentCredential", method: "GET", path: "/v1/credential" },
       { op: "getHealth", method: "GET", path: "/v1/health" },
@@ -542,29 +862,94 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       { op: "getEventDelivery", method: "GET", path: `/v1/subscriptions/${sub}/deliveries/${delivery.id}` },
       { op: "getTask", method: "GET", path: `/v1/tasks/${taskDone}` },
       { op: "submitTask", method: "POST", path: "/v1/tasks", body: JSON.stringify({ queue_id: Q, input: [1, 2, 3] }) },
-      { op: "createSubscription", method: "POST", path: "/v1/subscriptions", body: JSON.stringify({ name: "fuzz-hdr", queue_id: Q }) },
-      { op: "configureSubscription", method: "POST", path: `/v1/subscriptions/${sub2}:configure`, body: JSON.stringify({ expected_revision: "1", enabled: true, reason: "hdr" }) },
+      {
+        op: "createSubscription",
+        method: "POST",
+        path: "/v1/subscriptions",
+        body: JSON.stringify({ name: "fuzz-hdr", queue_id: Q }),
+      },
+      {
+        op: "configureSubscription",
+        method: "POST",
+        path: `/v1/subscriptions/${sub2}:configure`,
+        body: JSON.stringify({ expected_revision: "1", enabled: true, reason: "hdr" }),
+      },
       { op: "claimTask", method: "POST", path: "/v1/worker/claim", body: JSON.stringify({ queue_id: Q }) },
-      { op: "requeueAttempt", method: "POST", path: `/v1/worker/attempts/${attemptDone}:requeue`, body: JSON.stringify({ reason: "hdr" }) },
+      {
+        op: "requeueAttempt",
+        method: "POST",
+        path: `/v1/worker/attempts/${attemptDone}:requeue`,
+        body: JSON.stringify({ reason: "hdr" }),
+      },
     ];
-    const base64url = fc.string({ unit: fc.constantFrom(..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"), minLength: 43, maxLength: 43 });
+    const base64url = fc.string({
+      unit: fc.constantFrom(..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+      minLength: 43,
+      maxLength: 43,
+    });
     const tokenish: fc.Arbitrary<string> = fc.oneof(
       { weight: 4, arbitrary: fc.constant(cred.token) },
-      { weight: 2, arbitrary: fc.tuple(fc.nat(), printable(0x21, 0x7e, 1, 1)).map(([n, c]) => { const i = n % cred.token.length; return cred.token.slice(0, i) + c + cred.token.slice(i + 1); }) },
+      {
+        weight: 2,
+        arbitrary: fc.tuple(fc.nat(), printable(0x21, 0x7e, 1, 1)).map(([n, c]) => {
+          const i = n % cred.token.length;
+          return cred.token.slice(0, i) + c + cred.token.slice(i + 1);
+        }),
+      },
       { weight: 1, arbitrary: fc.nat().map((n) => cred.token.slice(0, n % cred.token.length)) },
       { weight: 1, arbitrary: printable(0x21, 0x7e, 8).map((x) => cred.token + x) },
       { weight: 1, arbitrary: base64url.map((x) => `orbit_${cred.credential_id}_${x}`) },
-      { weight: 1, arbitrary: fc.constantFrom(`orbit_${ID}_${secret}`, `orbit_${cred.credential_id.toUpperCase()}_${secret}`, `orbit__${secret}`, `orbit_${cred.credential_id}_${secret}=`, `ORBIT_${cred.credential_id}_${secret}`, `orbit_${cred.credential_id}${secret}`, "orbit_", "orbit", "") },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          `orbit_${ID}_${secret}`,
+          `orbit_${cred.credential_id.toUpperCase()}_${secret}`,
+          `orbit__${secret}`,
+          `orbit_${cred.credential_id}_${secret}=`,
+          `ORBIT_${cred.credential_id}_${secret}`,
+          `orbit_${cred.credential_id}${secret}`,
+          "orbit_",
+          "orbit",
+          "",
+        ),
+      },
       { weight: 2, arbitrary: printable(0x20, 0x7e, 120) },
       { weight: 1, arbitrary: printable(0x80, 0xff, 60) },
     );
-    const scheme = fc.constantFrom("Bearer ", "Bearer ", "Bearer ", "bearer ", "BEARER ", "Bearer  ", "Bearer\t", "Basic ", "", "Bearer", "Token ");
+    const scheme = fc.constantFrom(
+      "Bearer ",
+      "Bearer ",
+      "Bearer ",
+      "bearer ",
+      "BEARER ",
+      "Bearer  ",
+      "Bearer\t",
+      "Basic ",
+      "",
+      "Bearer",
+      "Token ",
+    );
     const authorization = fc.tuple(scheme, tokenish).map(([a, b]) => a + b);
-    const headerValue = fc.oneof(printable(0x20, 0x7e, 200), printable(0x20, 0xff, 40), fc.constantFrom("", " ", "\t", "x".repeat(4000)));
+    const headerValue = fc.oneof(
+      printable(0x20, 0x7e, 200),
+      printable(0x20, 0xff, 40),
+      fc.constantFrom("", " ", "\t", "x".repeat(4000)),
+    );
     const idempotencyKey = fc.oneof(
       { weight: 3, arbitrary: fc.constant(null).map(() => rid()) },
       { weight: 3, arbitrary: printable(0x20, 0x7e, 140) },
-      { weight: 1, arbitrary: fc.constantFrom("k".repeat(128), "k".repeat(129), " lead", "trail ", "a\tb", "ü", "\u00ff".repeat(10)) },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(
+          "k".repeat(128),
+          "k".repeat(129),
+          " lead",
+          "trail ",
+          "a\tb",
+          "ü",
+          "\u00ff".repeat(10),
+        ),
+      },
     );
     const requestId = fc.oneof(
       fc.constant(null).map(() => rid()),
@@ -574,11 +959,31 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
     );
     const extraName = fc.oneof(
       fc.stringMatching(/^X-[A-Za-z0-9-]{1,16}$/),
-      fc.constantFrom("Accept", "Accept-Encoding", "Accept-Charset", "Origin", "Cookie", "Content-Encoding", "If-None-Match", "Range", "X-Forwarded-For", "Forwarded", "Referer", "User-Agent", "Upgrade-Insecure-Requests", "TE", "Via"),
+      fc.constantFrom(
+        "Accept",
+        "Accept-Encoding",
+        "Accept-Charset",
+        "Origin",
+        "Cookie",
+        "Content-Encoding",
+        "If-None-Match",
+        "Range",
+        "X-Forwarded-For",
+        "Forwarded",
+        "Referer",
+        "User-Agent",
+        "Upgrade-Insecure-Requests",
+        "TE",
+        "Via",
+      ),
     );
     const caseArb = fc.record({
       t: fc.integer({ min: 0, max: targets.length - 1 }),
-      auth: fc.oneof({ weight: 1, arbitrary: fc.constant<string[]>([]) }, { weight: 6, arbitrary: fc.array(authorization, { minLength: 1, maxLength: 1 }) }, { weight: 1, arbitrary: fc.array(authorization, { minLength: 2, maxLength: 3 }) }),
+      auth: fc.oneof(
+        { weight: 1, arbitrary: fc.constant<string[]>([]) },
+        { weight: 6, arbitrary: fc.array(authorization, { minLength: 1, maxLength: 1 }) },
+        { weight: 1, arbitrary: fc.array(authorization, { minLength: 2, maxLength: 3 }) },
+      ),
       keys: fc.array(idempotencyKey, { maxLength: 2 }),
       ids: fc.array(requestId, { maxLength: 2 }),
       extra: fc.array(fc.tuple(extraName, headerValue), { maxLength: 3 }),
@@ -600,17 +1005,28 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
         if (c.shuffle) headers = headers.reverse();
         headers = headers.filter(([, v]) => sendable(v));
         httpCases++;
-        const res = await request(node.url, { method: t.method, path: t.path, headers, ...(t.body === undefined ? {} : { body: t.body }) });
+        const res = await request(node.url, {
+          method: t.method,
+          path: t.path,
+          headers,
+          ...(t.body === undefined ? {} : { body: t.body }),
+        });
         checkHttp(res, t.op, `${t.method} ${t.path} headers=${JSON.stringify(headers)}`);
         const offered = c.ids.length === 1 ? c.ids[0]! : undefined;
-        if (offered !== undefined && /^[0-9a-f]{32}$/.test(offered.trim())) assert.equal(res.headers["x-request-id"], offered.trim());
+        if (offered !== undefined && /^[0-9a-f]{32}$/.test(offered.trim()))
+          assert.equal(res.headers["x-request-id"], offered.trim());
       }),
       runs(1200),
     );
   });
 
   it("random query strings on list and non-list endpoints", async () => {
-    interface Target { op: string | undefined; method: string; path: string; body?: string }
+    interface Target {
+      op: string | undefined;
+      method: string;
+      path: string;
+      body?: string;
+    }
     const targets: Target[] = [
       { op: "listSubscriptions", method: "GET", path: "/v1/subscriptions" },
       { op: "listSubscriptions", method: "GET", path: "/v1/subscriptions" },
@@ -624,27 +1040,96 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       { op: "getHealth", method: "GET", path: "/v1/health" },
       { op: undefined, method: "GET", path: "/v1/contract/openapi.yaml" },
       { op: "submitTask", method: "POST", path: "/v1/tasks", body: JSON.stringify({ queue_id: Q, input: "q" }) },
-      { op: "requeueAttempt", method: "POST", path: `/v1/worker/attempts/${attemptDone}:requeue`, body: JSON.stringify({ reason: "q" }) },
+      {
+        op: "requeueAttempt",
+        method: "POST",
+        path: `/v1/worker/attempts/${attemptDone}:requeue`,
+        body: JSON.stringify({ reason: "q" }),
+      },
     ];
-    const mutatedCursor = fc.tuple(fc.nat(), fc.constantFrom("A", "_", "-", "=", "%3D", "%", "+", "/", "", "AAAA")).map(([n, c]) => {
-      const i = n % (listCursor.length + 1);
-      return listCursor.slice(0, i) + c + listCursor.slice(i + 1);
-    });
+    const mutatedCursor = fc
+      .tuple(fc.nat(), fc.constantFrom("A", "_", "-", "=", "%3D", "%", "+", "/", "", "AAAA"))
+      .map(([n, c]) => {
+        const i = n % (listCursor.length + 1);
+        return listCursor.slice(0, i) + c + listCursor.slice(i + 1);
+      });
     const encodedUnicode = fc.string({ unit: "grapheme", maxLength: 12 }).map((s) => encodeURIComponent(s));
-    const badPercent = fc.constantFrom("%", "%Z", "%ZZ", "%0", "%00", "%C3%28", "%ED%A0%80", "%F0%9F%98", "%FF%FE", "%25%32%35", "%c0%af", "%E2%80%A8", "%2B", "%20", "+", "%26", "%3D");
+    const badPercent = fc.constantFrom(
+      "%",
+      "%Z",
+      "%ZZ",
+      "%0",
+      "%00",
+      "%C3%28",
+      "%ED%A0%80",
+      "%F0%9F%98",
+      "%FF%FE",
+      "%25%32%35",
+      "%c0%af",
+      "%E2%80%A8",
+      "%2B",
+      "%20",
+      "+",
+      "%26",
+      "%3D",
+    );
     const rawChars = printable(0x21, 0x7e, 12).map((s) => s.replace(/[?&=]/g, "")); // '#' stays: a raw fragment
     const name = fc.oneof(
       { weight: 6, arbitrary: fc.constantFrom("queue_id", "queue_id", "limit", "cursor", "state") },
-      { weight: 2, arbitrary: fc.constantFrom("Queue_id", "LIMIT", "Cursor", "STATE", "queue_id%00", "queue%5Fid", "queue_id[]", "queue_id ", "%71ueue_id", "", "limit.", "__proto__", "constructor") },
+      {
+        weight: 2,
+        arbitrary: fc.constantFrom(
+          "Queue_id",
+          "LIMIT",
+          "Cursor",
+          "STATE",
+          "queue_id%00",
+          "queue%5Fid",
+          "queue_id[]",
+          "queue_id ",
+          "%71ueue_id",
+          "",
+          "limit.",
+          "__proto__",
+          "constructor",
+        ),
+      },
       { weight: 1, arbitrary: encodedUnicode },
       { weight: 1, arbitrary: rawChars },
     );
     const value = fc.oneof(
       { weight: 4, arbitrary: fc.constant(Q) },
-      { weight: 3, arbitrary: fc.constantFrom("1", "20", "100", "0", "01", "101", "-1", "1.0", "%2B5", "1e2", "", " 1", "18446744073709551616", "99999999999999999999", "PENDING", "LEASED", "EXPIRED", "ACKED", "leased", "pending") },
+      {
+        weight: 3,
+        arbitrary: fc.constantFrom(
+          "1",
+          "20",
+          "100",
+          "0",
+          "01",
+          "101",
+          "-1",
+          "1.0",
+          "%2B5",
+          "1e2",
+          "",
+          " 1",
+          "18446744073709551616",
+          "99999999999999999999",
+          "PENDING",
+          "LEASED",
+          "EXPIRED",
+          "ACKED",
+          "leased",
+          "pending",
+        ),
+      },
       { weight: 2, arbitrary: fc.constant(listCursor) },
       { weight: 2, arbitrary: mutatedCursor },
-      { weight: 1, arbitrary: fc.constantFrom(Q.toUpperCase(), ID, Q.slice(1), `${Q}%00`, "A".repeat(2000), "%41".repeat(500)) },
+      {
+        weight: 1,
+        arbitrary: fc.constantFrom(Q.toUpperCase(), ID, Q.slice(1), `${Q}%00`, "A".repeat(2000), "%41".repeat(500)),
+      },
       { weight: 1, arbitrary: encodedUnicode },
       { weight: 1, arbitrary: badPercent },
       { weight: 1, arbitrary: rawChars },
@@ -666,9 +1151,16 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       fc.asyncProperty(caseArb, async (c) => {
         const t = targets[c.t]!;
         // Node's client refuses spaces and characters above U+00FF in a path: escape those.
-        const path = `${t.path}${c.question}${c.params.join(c.sep)}${c.trailing}`.replace(/[^\u0021-\u00ff]/gu, (ch) => encodeURIComponent(ch));
+        const path = `${t.path}${c.question}${c.params.join(c.sep)}${c.trailing}`.replace(/[^\u0021-\u00ff]/gu, (ch) =>
+          encodeURIComponent(ch),
+        );
         httpCases++;
-        const res = await request(node.url, { method: t.method, path, token: cred.token, ...(t.body === undefined ? {} : { body: t.body, headers: [["Idempotency-Key", rid()]] }) });
+        const res = await request(node.url, {
+          method: t.method,
+          path,
+          token: cred.token,
+          ...(t.body === undefined ? {} : { body: t.body, headers: [["Idempotency-Key", rid()]] }),
+        });
         if (t.op === undefined && res.status === 200) {
           assertCommonHeaders({ ...res, text: "" });
           return;
@@ -691,13 +1183,63 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
     return {
       values: {
         protocol_version: ['"1"', '"2"', "1", '"1.0"', '"01"', "null", '""', '" 1"'],
-        type: ['"events.hello"', '"events.ping"', '"event.ack"', '"events.welcome"', '"ack"', '"error"', '"event.deliver"', '"EVENTS.PING"', '"events.ping "', '""', "1", "null"].concat(['"events.hello","type":"events.ping"']),
+        type: [
+          '"events.hello"',
+          '"events.ping"',
+          '"event.ack"',
+          '"events.welcome"',
+          '"ack"',
+          '"error"',
+          '"event.deliver"',
+          '"EVENTS.PING"',
+          '"events.ping "',
+          '""',
+          "1",
+          "null",
+        ].concat(['"events.hello","type":"events.ping"']),
         message_id: [q(mid()), q(mid().toUpperCase()), q(mid().slice(1)), q(`${mid()}0`), '""', "1", "null", "1e400"],
-        session_id: [q(SESSION), q(SESSION), q(mid()), q(SESSION_UPPER), '""', "null", "123456789012345678901234567890"],
+        session_id: [
+          q(SESSION),
+          q(SESSION),
+          q(mid()),
+          q(SESSION_UPPER),
+          '""',
+          "null",
+          "123456789012345678901234567890",
+        ],
         subscription_id: [q(sub), q(sub2), q(ID), q(sub.toUpperCase()), q(`${sub}0`), '""', "null", q(Q)],
-        capacity: ["0", "1", "32", "33", "-1", "1.5", '"1"', "1e400", "1e1", "1.0", "9007199254740993", "null", "true", "-0", "4294967297"],
+        capacity: [
+          "0",
+          "1",
+          "32",
+          "33",
+          "-1",
+          "1.5",
+          '"1"',
+          "1e400",
+          "1e1",
+          "1.0",
+          "9007199254740993",
+          "null",
+          "true",
+          "-0",
+          "4294967297",
+        ],
         delivery_id: [q(delivery.id), q(ID), q(delivery.id.toUpperCase()), q(delivery.id.slice(1)), '""', "null"],
-        epoch: [q(delivery.epoch), '"18446744073709551616"', '"18446744073709551615"', '"0"', '"-1"', '"01"', "1", '"1e3"', '""', "1e400", '"99999999999999999999999"', q(`${delivery.epoch} `)],
+        epoch: [
+          q(delivery.epoch),
+          '"18446744073709551616"',
+          '"18446744073709551615"',
+          '"0"',
+          '"-1"',
+          '"01"',
+          "1",
+          '"1e3"',
+          '""',
+          "1e400",
+          '"99999999999999999999999"',
+          q(`${delivery.epoch} `),
+        ],
         lease_secret: [
           q(delivery.secret),
           q(delivery.secret.slice(0, 42) + "B"), // non-zero trailing bits
@@ -710,7 +1252,9 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
           q("A".repeat(43)),
           q("=".repeat(43)),
           q(`${delivery.secret.slice(0, 42)}\u00c0`),
-          '""', "null", "42",
+          '""',
+          "null",
+          "42",
         ],
       },
     };
@@ -719,9 +1263,20 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
   it("random and near-valid WebSocket frames, with and without a session", async () => {
     const specials = wsSpecials();
     const valid = {
-      hello: () => ({ protocol_version: "1", type: "events.hello", message_id: mid(), body: { subscription_id: sub, capacity: 1 } }),
+      hello: () => ({
+        protocol_version: "1",
+        type: "events.hello",
+        message_id: mid(),
+        body: { subscription_id: sub, capacity: 1 },
+      }),
       ping: () => ({ protocol_version: "1", type: "events.ping", message_id: mid(), session_id: SESSION, body: {} }),
-      ack: () => ({ protocol_version: "1", type: "event.ack", message_id: mid(), session_id: SESSION, body: { delivery_id: delivery.id, epoch: delivery.epoch, lease_secret: delivery.secret } }),
+      ack: () => ({
+        protocol_version: "1",
+        type: "event.ack",
+        message_id: mid(),
+        session_id: SESSION,
+        body: { delivery_id: delivery.id, epoch: delivery.epoch, lease_secret: delivery.secret },
+      }),
     };
     const kinds = ["hello", "ping", "ack"] as const;
     // Bound connections mostly get pings and ACKs, unbound ones mostly hellos; mutations
@@ -735,31 +1290,54 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       );
     const nearValid = (bind: boolean): fc.Arbitrary<WsFrame> =>
       fc
-        .record({ kind: kindFor(bind), inBody: fc.oneof({ weight: 2, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }), m: mutationArb })
+        .record({
+          kind: kindFor(bind),
+          inBody: fc.oneof({ weight: 2, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }),
+          m: mutationArb,
+        })
         .map(({ kind, inBody, m }) => ({ text: renderMutated(valid[kind](), inBody ? ["body"] : [], m, specials) }));
-    const frameArb = (bind: boolean): fc.Arbitrary<WsFrame> => fc.oneof(
-      { weight: 12, arbitrary: nearValid(bind) },
-      { weight: 2, arbitrary: fc.jsonValue({ maxDepth: 4 }).map((v) => ({ text: JSON.stringify(v) ?? "null" })) },
-      { weight: 1, arbitrary: fc.string({ unit: "binary", maxLength: 80 }).map((text) => ({ text })) },
-      { weight: 1, arbitrary: fc.tuple(fc.constantFrom(...kinds), fc.nat()).map(([k, n]) => { const t = JSON.stringify(valid[k]()); return { text: t.slice(0, n % t.length) }; }) },
-      { weight: 1, arbitrary: fc.constantFrom(...DUPLICATE_TEXT, ...NESTING, ...RAW_GARBAGE, ...HUGE_NUMBERS, "", " ", "{}", "[]", "null").map((text) => ({ text })) },
-      {
-        weight: 1,
-        arbitrary: fc.constantFrom(
-          `\ufeff${JSON.stringify(valid.ping())}`,
-          `${JSON.stringify(valid.ping())}${JSON.stringify(valid.ping())}`,
-          `[${JSON.stringify(valid.ping())}]`,
-          JSON.stringify({ ...valid.ping(), body: { a: deep(300) } }).replace(`"${deep(300)}"`, deep(300)),
-          // A valid ping padded to just under the frame limit: accepted.
-          JSON.stringify(valid.ping()).replace("{", "{" + " ".repeat(LIMIT - 400)),
-        ).map((text) => ({ text })),
-      },
-      { weight: 1, arbitrary: fc.uint8Array({ maxLength: 100 }).map((a) => ({ binary: Buffer.from(a) })) },
-      { weight: 1, arbitrary: fc.constantFrom(...kinds).map((k) => ({ binary: Buffer.from(JSON.stringify(valid[k]())) })) },
-    );
+    const frameArb = (bind: boolean): fc.Arbitrary<WsFrame> =>
+      fc.oneof(
+        { weight: 12, arbitrary: nearValid(bind) },
+        { weight: 2, arbitrary: fc.jsonValue({ maxDepth: 4 }).map((v) => ({ text: JSON.stringify(v) ?? "null" })) },
+        { weight: 1, arbitrary: fc.string({ unit: "binary", maxLength: 80 }).map((text) => ({ text })) },
+        {
+          weight: 1,
+          arbitrary: fc.tuple(fc.constantFrom(...kinds), fc.nat()).map(([k, n]) => {
+            const t = JSON.stringify(valid[k]());
+            return { text: t.slice(0, n % t.length) };
+          }),
+        },
+        {
+          weight: 1,
+          arbitrary: fc
+            .constantFrom(...DUPLICATE_TEXT, ...NESTING, ...RAW_GARBAGE, ...HUGE_NUMBERS, "", " ", "{}", "[]", "null")
+            .map((text) => ({ text })),
+        },
+        {
+          weight: 1,
+          arbitrary: fc
+            .constantFrom(
+              `\ufeff${JSON.stringify(valid.ping())}`,
+              `${JSON.stringify(valid.ping())}${JSON.stringify(valid.ping())}`,
+              `[${JSON.stringify(valid.ping())}]`,
+              JSON.stringify({ ...valid.ping(), body: { a: deep(300) } }).replace(`"${deep(300)}"`, deep(300)),
+              // A valid ping padded to just under the frame limit: accepted.
+              JSON.stringify(valid.ping()).replace("{", "{" + " ".repeat(LIMIT - 400)),
+            )
+            .map((text) => ({ text })),
+        },
+        { weight: 1, arbitrary: fc.uint8Array({ maxLength: 100 }).map((a) => ({ binary: Buffer.from(a) })) },
+        {
+          weight: 1,
+          arbitrary: fc.constantFrom(...kinds).map((k) => ({ binary: Buffer.from(JSON.stringify(valid[k]())) })),
+        },
+      );
     const caseArb = fc
       .oneof({ weight: 3, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) })
-      .chain((bind) => fc.record({ bind: fc.constant(bind), capacity: fc.integer({ min: 1, max: 4 }), frame: frameArb(bind) }));
+      .chain((bind) =>
+        fc.record({ bind: fc.constant(bind), capacity: fc.integer({ min: 1, max: 4 }), frame: frameArb(bind) }),
+      );
     await fc.assert(
       fc.asyncProperty(caseArb, async ({ bind, capacity, frame }) => {
         wsCases++;
@@ -784,11 +1362,21 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
         assert.equal(w.type, "events.welcome", JSON.stringify(w));
       }
       const session = s.sessionId || mid();
-      if ("text" in frame) s.send(frame.text.replaceAll(SESSION_UPPER, session.toUpperCase()).replaceAll(SESSION, session));
+      if ("text" in frame)
+        s.send(frame.text.replaceAll(SESSION_UPPER, session.toUpperCase()).replaceAll(SESSION, session));
       else s.ws.send(frame.binary, { binary: true });
       const out = await nextOutcome(s, 4000);
       if (out.kind === "timeout") assert.fail(`no answer and no close within 4 s: ${what()}`);
-      tally(wsOutcomes, out.kind === "close" ? `close ${out.code}` : out.kind === "frame" ? (out.frame.error ? `error ${out.frame.error.code}` : out.frame.type) : "timeout");
+      tally(
+        wsOutcomes,
+        out.kind === "close"
+          ? `close ${out.code}`
+          : out.kind === "frame"
+            ? out.frame.error
+              ? `error ${out.frame.error.code}`
+              : out.frame.type
+            : "timeout",
+      );
       if (out.kind === "close") {
         assert.ok(closeCodes.includes(out.code), `closed with ${out.code}: ${what()}`);
         return;
@@ -808,7 +1396,10 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
           return;
         }
       } else {
-        assert.ok(f.type === "ack" || f.type === "events.welcome", `unexpected ${f.type}: ${JSON.stringify(f)} ${what()}`);
+        assert.ok(
+          f.type === "ack" || f.type === "events.welcome",
+          `unexpected ${f.type}: ${JSON.stringify(f)} ${what()}`,
+        );
       }
       // The connection stays usable: a valid ping on the session is answered.
       const sessionId = f.type === "events.welcome" ? f.session_id! : s.sessionId;
@@ -816,7 +1407,10 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       const pingId = mid();
       s.send({ protocol_version: "1", type: "events.ping", message_id: pingId, session_id: sessionId, body: {} });
       const pong = await nextOutcome(s, 4000);
-      assert.ok(pong.kind === "frame" && pong.frame.type === "ack" && pong.frame.reply_to === pingId, `the connection is not usable afterwards (${JSON.stringify(pong)}): ${what()}`);
+      assert.ok(
+        pong.kind === "frame" && pong.frame.type === "ack" && pong.frame.reply_to === pingId,
+        `the connection is not usable afterwards (${JSON.stringify(pong)}): ${what()}`,
+      );
     } finally {
       s.ws.terminate();
       await s.closed;
@@ -825,7 +1419,15 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
 
   it("oversize frames close with 1009; a frame at the limit is read", async () => {
     const over = { text: "x".repeat(LIMIT + 1) };
-    const overJson = { text: JSON.stringify({ protocol_version: "1", type: "events.ping", message_id: mid(), session_id: SESSION, body: {} }).replace("{", "{" + " ".repeat(LIMIT)) };
+    const overJson = {
+      text: JSON.stringify({
+        protocol_version: "1",
+        type: "events.ping",
+        message_id: mid(),
+        session_id: SESSION,
+        body: {},
+      }).replace("{", "{" + " ".repeat(LIMIT)),
+    };
     for (const bind of [false, true]) {
       for (const f of [over, overJson, { binary: Buffer.alloc(LIMIT + 1, 0x7b) }]) {
         wsCases++;
@@ -836,8 +1438,12 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       await wsCase(bind, 1, { text: "x".repeat(LIMIT) }, [1008]);
     }
     // A valid ping of exactly 512 KiB is answered.
-    const ping = (id: string) => JSON.stringify({ protocol_version: "1", type: "events.ping", message_id: id, session_id: SESSION, body: {} });
-    const exact = ping(mid()).replace("{", "{" + " ".repeat(LIMIT - Buffer.byteLength(ping(mid())) + SESSION.length - 32));
+    const ping = (id: string) =>
+      JSON.stringify({ protocol_version: "1", type: "events.ping", message_id: id, session_id: SESSION, body: {} });
+    const exact = ping(mid()).replace(
+      "{",
+      "{" + " ".repeat(LIMIT - Buffer.byteLength(ping(mid())) + SESSION.length - 32),
+    );
     wsCases++;
     await wsCase(true, 1, { text: exact }, []);
   });
@@ -856,7 +1462,14 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
       // Four frames in one TCP segment, so that the server reads them in one go.
       const socket = (s.ws as unknown as { _socket: Socket })._socket;
       socket.cork();
-      for (let i = 0; i < 3; i++) s.send({ protocol_version: "1", type: "events.ping", message_id: mid(), session_id: s.sessionId, body: { x: 1 } });
+      for (let i = 0; i < 3; i++)
+        s.send({
+          protocol_version: "1",
+          type: "events.ping",
+          message_id: mid(),
+          session_id: s.sessionId,
+          body: { x: 1 },
+        });
       s.send("{");
       socket.uncork();
       wsCases += 4;

@@ -39,7 +39,8 @@ export async function makeCredential(
       "INSERT INTO credentials (id, namespace_id, application_id, secret_digest, actions, created_at) VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(3))",
       [id, o.namespaceId, o.applicationId, digest, o.actions.join(",")],
     );
-    for (const q of o.queueIds) await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [id, q]);
+    for (const q of o.queueIds)
+      await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [id, q]);
   } finally {
     await c.end();
   }
@@ -60,7 +61,9 @@ export interface LoggedEvent {
 export async function readLog(db: TestDatabase, namespaceId: string): Promise<{ head: bigint; events: LoggedEvent[] }> {
   const c = await db.connect();
   try {
-    const [s] = await c.query<any[]>("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [namespaceId]);
+    const [s] = await c.query<any[]>("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [
+      namespaceId,
+    ]);
     const head = BigInt(s[0]?.head_sequence ?? 0);
     const [rows] = await c.query<any[]>(
       `SELECT sequence, id, type, aggregate_id, aggregate_revision, details, snapshot FROM result_events
@@ -69,7 +72,13 @@ export async function readLog(db: TestDatabase, namespaceId: string): Promise<{ 
     );
     return {
       head,
-      events: rows.map((r) => ({ ...r, sequence: String(r.sequence), aggregate_revision: String(r.aggregate_revision), details: JSON.parse(r.details), snapshot: JSON.parse(r.snapshot) })),
+      events: rows.map((r) => ({
+        ...r,
+        sequence: String(r.sequence),
+        aggregate_revision: String(r.aggregate_revision),
+        details: JSON.parse(r.details),
+        snapshot: JSON.parse(r.snapshot),
+      })),
     };
   } finally {
     await c.end();
@@ -82,7 +91,10 @@ export async function waitSequenced(db: TestDatabase, namespaceId: string, timeo
   try {
     const until = Date.now() + timeoutMs;
     for (;;) {
-      const [r] = await c.query<any[]>("SELECT COUNT(*) AS n FROM result_events WHERE namespace_id = ? AND sequence IS NULL", [namespaceId]);
+      const [r] = await c.query<any[]>(
+        "SELECT COUNT(*) AS n FROM result_events WHERE namespace_id = ? AND sequence IS NULL",
+        [namespaceId],
+      );
       if (Number(r[0].n) === 0) return;
       if (Date.now() > until) throw new Error("events stayed unnumbered");
       await new Promise((res) => setTimeout(res, 50));

@@ -16,7 +16,10 @@ export function assertContract(operationId: string, res: RawResponse): void {
   }
   const fn = table[`response_${operationId}_${res.status}`];
   assert.ok(fn, `openapi.yaml lists no ${res.status} response for ${operationId}`);
-  assert.ok(fn(res.json), `${operationId} ${res.status} body breaks the contract: ${JSON.stringify(fn.errors)}\n${res.text}`);
+  assert.ok(
+    fn(res.json),
+    `${operationId} ${res.status} body breaks the contract: ${JSON.stringify(fn.errors)}\n${res.text}`,
+  );
 }
 
 export function assertCommonHeaders(res: RawResponse): void {

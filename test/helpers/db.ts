@@ -27,7 +27,8 @@ export async function freshDatabase(label: string): Promise<TestDatabase> {
     await admin.end();
   }
   const url = `${MYSQL_SERVER}/${name}`;
-  const connect = () => mysql.createConnection({ uri: url, timezone: "Z", supportBigNumbers: true, bigNumberStrings: true });
+  const connect = () =>
+    mysql.createConnection({ uri: url, timezone: "Z", supportBigNumbers: true, bigNumberStrings: true });
   return {
     name,
     url,

@@ -13,11 +13,24 @@ import type { Client } from "./api.js";
  * authenticate from memory: credential-lookups.ts) sees the new queue once any other
  * request of `cred` looked it up again — in the tests, the submit or claim before.
  */
-export async function grantedQueue(db: TestDatabase, cred: BootstrapOutput, name: string, eventAccess = false): Promise<string> {
-  const out = await bootstrap(db.url, { namespace: "ns", application: "app", queues: [name], ...(eventAccess ? { eventAccess } : {}) });
+export async function grantedQueue(
+  db: TestDatabase,
+  cred: BootstrapOutput,
+  name: string,
+  eventAccess = false,
+): Promise<string> {
+  const out = await bootstrap(db.url, {
+    namespace: "ns",
+    application: "app",
+    queues: [name],
+    ...(eventAccess ? { eventAccess } : {}),
+  });
   const c = await db.connect();
   try {
-    await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [cred.credential_id, out.queues[0]!.id]);
+    await c.query("INSERT INTO credential_queues (credential_id, queue_id) VALUES (?, ?)", [
+      cred.credential_id,
+      out.queues[0]!.id,
+    ]);
   } finally {
     await c.end();
   }
@@ -50,7 +63,11 @@ export async function cancelledResults(api: Client, q: string, n: number): Promi
 }
 
 /** n tasks submitted on queue q and claimed, in order: their ids and attempt ids. */
-export async function claimedTasks(api: Client, q: string, n: number): Promise<{ taskId: string; attemptId: string }[]> {
+export async function claimedTasks(
+  api: Client,
+  q: string,
+  n: number,
+): Promise<{ taskId: string; attemptId: string }[]> {
   const out = [];
   for (let i = 0; i < n; i++) {
     await api.post("/v1/tasks", { queue_id: q, input: { i } });

@@ -29,22 +29,26 @@ export function request(baseUrl: string, r: RawRequest): Promise<RawResponse> {
   if (r.body !== undefined && !given("content-type")) headers.push("Content-Type", "application/json");
   // Framed always: Node's client sends a GET's body unframed (it chunks only other
   // methods' bodies by default), which the server reads as a second, malformed request.
-  if (r.body !== undefined && !given("content-length") && !given("transfer-encoding")) headers.push("Content-Length", String(Buffer.byteLength(r.body)));
+  if (r.body !== undefined && !given("content-length") && !given("transfer-encoding"))
+    headers.push("Content-Length", String(Buffer.byteLength(r.body)));
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, method: r.method ?? "GET", path: r.path, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => {
-        const text = Buffer.concat(chunks).toString("utf8");
-        let json: unknown;
-        try {
-          json = text ? JSON.parse(text) : undefined;
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-      });
-    });
+    const req = http.request(
+      { host: u.hostname, port: u.port, method: r.method ?? "GET", path: r.path, headers, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          let json: unknown;
+          try {
+            json = text ? JSON.parse(text) : undefined;
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        });
+      },
+    );
     req.on("error", reject);
     if (r.body !== undefined) req.write(r.body);
     req.end();

@@ -20,7 +20,10 @@ function deref(node: Json): Json {
   let n = node;
   for (let hops = 0; n && typeof n.$ref === "string"; hops++) {
     assert.ok(hops < 16 && n.$ref.startsWith("#/"), `cannot resolve ${n.$ref}`);
-    n = n.$ref.slice(2).split("/").reduce((o: Json, k: string) => o?.[k], OPENAPI);
+    n = n.$ref
+      .slice(2)
+      .split("/")
+      .reduce((o: Json, k: string) => o?.[k], OPENAPI);
     assert.ok(n !== undefined, `dangling ${node.$ref}`);
   }
   return n;
@@ -30,7 +33,10 @@ function rewrite(node: Json): Json {
   if (Array.isArray(node)) return node.map(rewrite);
   if (!node || typeof node !== "object") return node;
   return Object.fromEntries(
-    Object.entries(node).map(([k, v]) => [k, k === "$ref" && typeof v === "string" ? v.replace("#/components/schemas/", "oas#/$defs/") : rewrite(v)]),
+    Object.entries(node).map(([k, v]) => [
+      k,
+      k === "$ref" && typeof v === "string" ? v.replace("#/components/schemas/", "oas#/$defs/") : rewrite(v),
+    ]),
   );
 }
 
@@ -63,7 +69,9 @@ export const seen = new Map<string, Set<string>>();
 export function assertDeclaredResponse(what: string, response: Json, res: RawResponse): void {
   const r = deref(response);
   const media = Object.keys(r.content ?? {});
-  const type = String(res.headers["content-type"] ?? "").split(";")[0]!.trim();
+  const type = String(res.headers["content-type"] ?? "")
+    .split(";")[0]!
+    .trim();
   if (media.length === 0) {
     assert.equal(res.text, "", `${what}: no content is declared, the server sent ${res.text}`);
   } else {
@@ -72,7 +80,8 @@ export function assertDeclaredResponse(what: string, response: Json, res: RawRes
     if (type.endsWith("json")) {
       assert.ok(res.json !== undefined, `${what}: body is not JSON: ${res.text}`);
       const fn = compile(`${what}:${type}`, schema);
-      if (schema?.type !== "string") assert.ok(fn(res.json), `${what}: body breaks ${type} schema: ${JSON.stringify(fn.errors)}\n${res.text}`);
+      if (schema?.type !== "string")
+        assert.ok(fn(res.json), `${what}: body breaks ${type} schema: ${JSON.stringify(fn.errors)}\n${res.text}`);
     }
   }
   for (const [name, h] of Object.entries<Json>(r.headers ?? {})) {

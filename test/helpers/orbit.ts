@@ -14,7 +14,10 @@ export interface CliResult {
 
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ORBIT_BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [ORBIT_BIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -55,7 +58,11 @@ export interface OrbitNode {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export async function startNode(databaseUrl: string, env: Record<string, string> = {}, args: string[] = []): Promise<OrbitNode> {
+export async function startNode(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  args: string[] = [],
+): Promise<OrbitNode> {
   const child = spawn(process.execPath, [ORBIT_BIN, "serve", ...args], {
     env: { ...process.env, ORBIT_DATABASE_URL: databaseUrl, ORBIT_PORT: "0", ORBIT_HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -75,7 +75,13 @@ export interface Proxy {
   close(): Promise<void>;
 }
 
-type Rule = { readonly text: string; readonly nth: number; seen: number; readonly action: "cut" | "hold" | "mute" | "stall"; readonly done?: () => void };
+type Rule = {
+  readonly text: string;
+  readonly nth: number;
+  seen: number;
+  readonly action: "cut" | "hold" | "mute" | "stall";
+  readonly done?: () => void;
+};
 
 /** What passes between a client and its upstream connection. */
 interface Link {
@@ -128,7 +134,17 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     }
     const upstream = net.connect(targetPort, "127.0.0.1");
     sockets.add(client).add(upstream);
-    const link: Link = { client, upstream, upgraded: false, partial: Buffer.alloc(0), heldFromClient: undefined, clientMuted: false, serverMuted: false, muteClientOnGreeting: false, cutOnGreeting: false };
+    const link: Link = {
+      client,
+      upstream,
+      upgraded: false,
+      partial: Buffer.alloc(0),
+      heldFromClient: undefined,
+      clientMuted: false,
+      serverMuted: false,
+      muteClientOnGreeting: false,
+      cutOnGreeting: false,
+    };
     links.add(link);
 
     const fromClient = (raw: Buffer, text: Buffer): boolean => {

@@ -5,7 +5,8 @@ import { randomBytes } from "node:crypto";
 import WebSocket from "ws";
 import * as frames from "../../generated/ws/validators.js";
 
-const validServerFrame = (frames as unknown as Record<string, ((d: unknown) => boolean) & { errors?: unknown }>).serverFrame!;
+const validServerFrame = (frames as unknown as Record<string, ((d: unknown) => boolean) & { errors?: unknown }>)
+  .serverFrame!;
 
 export const mid = (): string => randomBytes(16).toString("hex");
 
@@ -35,7 +36,10 @@ export class TestSocket {
     ws.on("message", (data, isBinary) => {
       assert.equal(isBinary, false, "the server sends text frames only");
       const f = JSON.parse(data.toString()) as Frame;
-      assert.ok(validServerFrame(f), `server frame breaks the contract: ${JSON.stringify(validServerFrame.errors)}\n${data}`);
+      assert.ok(
+        validServerFrame(f),
+        `server frame breaks the contract: ${JSON.stringify(validServerFrame.errors)}\n${data}`,
+      );
       this.frames.push(f);
       for (const w of [...this.waiters]) {
         if (w.pred(f)) {
@@ -44,7 +48,9 @@ export class TestSocket {
         }
       }
     });
-    this.closed = new Promise((resolve) => ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })));
+    this.closed = new Promise((resolve) =>
+      ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+    );
   }
 
   /** The next frame (already received or still to come) that matches, not consumed before. */
@@ -55,7 +61,13 @@ export class TestSocket {
       return Promise.resolve(seen);
     }
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no matching frame in ${timeoutMs} ms; got ${JSON.stringify(this.frames.map((f) => f.type))}`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(`no matching frame in ${timeoutMs} ms; got ${JSON.stringify(this.frames.map((f) => f.type))}`),
+          ),
+        timeoutMs,
+      );
       this.waiters.push({
         pred,
         resolve: (f) => {
@@ -83,7 +95,11 @@ export class TestSocket {
   }
 
   async hello(subscriptionId: string, capacity: number): Promise<Frame> {
-    const reply = await this.request({ protocol_version: "1", type: "events.hello", body: { subscription_id: subscriptionId, capacity } });
+    const reply = await this.request({
+      protocol_version: "1",
+      type: "events.hello",
+      body: { subscription_id: subscriptionId, capacity },
+    });
     if (reply.type === "events.welcome") {
       this.sessionId = reply.session_id!;
       this.welcome = reply;
@@ -96,9 +112,14 @@ export class TestSocket {
   }
 
   ack(deliver: Frame | { delivery_id: string; epoch: string; lease_secret: string }): Promise<Frame> {
-    const body = "body" in deliver && deliver.body?.delivery
-      ? { delivery_id: deliver.body.delivery.id, epoch: deliver.body.delivery.lease_epoch, lease_secret: deliver.body.lease_secret }
-      : deliver;
+    const body =
+      "body" in deliver && deliver.body?.delivery
+        ? {
+            delivery_id: deliver.body.delivery.id,
+            epoch: deliver.body.delivery.lease_epoch,
+            lease_secret: deliver.body.lease_secret,
+          }
+        : deliver;
     return this.request({ protocol_version: "1", type: "event.ack", session_id: this.sessionId, body });
   }
 
@@ -121,7 +142,10 @@ export function connect(baseUrl: string, o: ConnectOptions = {}): Promise<TestSo
   const headers: Record<string, string> = { ...(o.headers ?? {}) };
   if (o.token) headers.Authorization = `Bearer ${o.token}`;
   const protocol = o.protocol === undefined ? "orbit.events.v1" : o.protocol;
-  const ws = new WebSocket(url, protocol === null ? [] : [protocol], { headers, perMessageDeflate: o.perMessageDeflate ?? false });
+  const ws = new WebSocket(url, protocol === null ? [] : [protocol], {
+    headers,
+    perMessageDeflate: o.perMessageDeflate ?? false,
+  });
   return new Promise((resolve, reject) => {
     const socket = new TestSocket(ws);
     ws.once("open", () => resolve(socket));
@@ -135,7 +159,11 @@ export function connect(baseUrl: string, o: ConnectOptions = {}): Promise<TestSo
         } catch {
           body = text;
         }
-        reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { refusal: { status: res.statusCode, headers: res.headers, body } }));
+        reject(
+          Object.assign(new Error(`upgrade refused: ${res.statusCode}`), {
+            refusal: { status: res.statusCode, headers: res.headers, body },
+          }),
+        );
       });
     });
     ws.once("error", (e) => reject(e));

@@ -8,7 +8,14 @@ import { client, makeCredential, waitSequenced, type Client } from "../helpers/a
 import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
 import { startProxy } from "../helpers/proxy.js";
 import { inspect } from "node:util";
-import { Consumer, EventConnection, OrbitClient, OrbitEventError, type Delivery, type Proof } from "../../src/sdk/index.js";
+import {
+  Consumer,
+  EventConnection,
+  OrbitClient,
+  OrbitEventError,
+  type Delivery,
+  type Proof,
+} from "../../src/sdk/index.js";
 
 const LEASE_MS = 800;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -25,14 +32,17 @@ describe("event SDK", function () {
   async function states(sub: string): Promise<Record<string, number>> {
     const c = await db.connect();
     try {
-      const [rows] = await c.query<any[]>("SELECT state, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? GROUP BY state", [sub]);
+      const [rows] = await c.query<any[]>(
+        "SELECT state, COUNT(*) AS n FROM deliveries WHERE subscription_id = ? GROUP BY state",
+        [sub],
+      );
       return Object.fromEntries(rows.map((r) => [r.state, Number(r.n)]));
     } finally {
       await c.end();
     }
   }
   async function until(cond: () => Promise<boolean> | boolean, ms = 15000): Promise<void> {
-    for (const end = Date.now() + ms; !(await cond()); ) {
+    for (const end = Date.now() + ms; !(await cond());) {
       assert.ok(Date.now() < end, "condition not reached in time");
       await sleep(50);
     }
@@ -57,7 +67,14 @@ describe("event SDK", function () {
       const idleNode = await startNode(db.url, { ORBIT_IDLE_TIMEOUT_MS: "16500" });
       try {
         const { sub } = await setup();
-        const open = (heartbeat: boolean) => EventConnection.open({ baseUrl: idleNode.url, token: cred.token, subscriptionId: sub, capacity: 1, heartbeat });
+        const open = (heartbeat: boolean) =>
+          EventConnection.open({
+            baseUrl: idleNode.url,
+            token: cred.token,
+            subscriptionId: sub,
+            capacity: 1,
+            heartbeat,
+          });
         const [pinging, silent] = await Promise.all([open(true), open(false)]);
         assert.equal(pinging.welcome.heartbeat_interval_ms, 15000);
         const silentClosed = new Promise<{ code: number }>((r) => silent.once("close", r));
@@ -75,7 +92,13 @@ describe("event SDK", function () {
       const { sub } = await setup();
       const proxy = await startProxy(node.port);
       try {
-        const conn = await EventConnection.open({ baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, pingTimeoutMs: 1000 });
+        const conn = await EventConnection.open({
+          baseUrl: proxy.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          pingTimeoutMs: 1000,
+        });
         proxy.hold(); // the path to the client goes silent: no FIN, no answers (a dead NAT entry, a frozen peer)
         const started = Date.now();
         const closed = await Promise.race([conn.closed, sleep(25000).then(() => undefined)]);
@@ -94,10 +117,26 @@ describe("event SDK", function () {
       await results(q, 1);
       const proxy = await startProxy(node.port);
       const open = () =>
-        EventConnection.open({ baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, heartbeat: false, ackTimeoutMs: 800, pingTimeoutMs: 800 });
+        EventConnection.open({
+          baseUrl: proxy.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          heartbeat: false,
+          ackTimeoutMs: 800,
+          pingTimeoutMs: 800,
+        });
       // Within 5 s or not at all: without a deadline they would wait for ever.
-      const settled = (p: Promise<unknown>) => Promise.race([p.then(() => "answered", (e: unknown) => e), sleep(5000).then(() => "still waiting")]);
-      const isClosedError = (e: unknown, text: string) => e instanceof OrbitEventError && e.code === "CONNECTION_CLOSED" && e.message.includes(text);
+      const settled = (p: Promise<unknown>) =>
+        Promise.race([
+          p.then(
+            () => "answered",
+            (e: unknown) => e,
+          ),
+          sleep(5000).then(() => "still waiting"),
+        ]);
+      const isClosedError = (e: unknown, text: string) =>
+        e instanceof OrbitEventError && e.code === "CONNECTION_CLOSED" && e.message.includes(text);
       try {
         const conn = await open();
         const d = await new Promise<Delivery>((r) => conn.once("delivery", r));
@@ -126,7 +165,12 @@ describe("event SDK", function () {
     it("opens with hello, surfaces typed deliveries, ACKs with receipts and typed errors", async () => {
       const { q, sub } = await setup();
       await results(q, 1);
-      const conn = await EventConnection.open({ baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1 });
+      const conn = await EventConnection.open({
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub,
+        capacity: 1,
+      });
       assert.equal(conn.welcome.subscription_id, sub);
       assert.equal(conn.welcome.capacity, 1);
       const d = await new Promise<Delivery>((r) => conn.once("delivery", r));
@@ -136,18 +180,29 @@ describe("event SDK", function () {
       const receipt = await conn.ack(d.proof);
       assert.equal(receipt.deduplicated, false);
       assert.equal((await conn.ack(d.proof)).deduplicated, true);
-      await assert.rejects(conn.ack({ ...d.proof, epoch: "9" }), (e: unknown) => e instanceof OrbitEventError && e.code === "DELIVERY_LEASE_LOST");
+      await assert.rejects(
+        conn.ack({ ...d.proof, epoch: "9" }),
+        (e: unknown) => e instanceof OrbitEventError && e.code === "DELIVERY_LEASE_LOST",
+      );
       const pong = await conn.ping();
       assert.equal(pong.enabled, true);
       const closed = await conn.close();
       assert.equal(closed.code, 1000);
-      await assert.rejects(conn.ack(d.proof), (e: unknown) => e instanceof OrbitEventError && e.code === "CONNECTION_CLOSED");
+      await assert.rejects(
+        conn.ack(d.proof),
+        (e: unknown) => e instanceof OrbitEventError && e.code === "CONNECTION_CLOSED",
+      );
     });
 
     it("rejects a refused upgrade or hello with the protocol's code", async () => {
       const { sub } = await setup();
       await assert.rejects(
-        EventConnection.open({ baseUrl: node.url, token: `orbit_${"0".repeat(32)}_${"A".repeat(43)}`, subscriptionId: sub, capacity: 1 }),
+        EventConnection.open({
+          baseUrl: node.url,
+          token: `orbit_${"0".repeat(32)}_${"A".repeat(43)}`,
+          subscriptionId: sub,
+          capacity: 1,
+        }),
         (e: unknown) => e instanceof OrbitEventError && e.code === "UNAUTHENTICATED" && e.status === 401,
       );
       await assert.rejects(
@@ -163,7 +218,10 @@ describe("event SDK", function () {
       await results(q, 20);
       const handled: string[] = [];
       const c = new Consumer({
-        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 4,
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub,
+        capacity: 4,
         handler: async (event, delivery) => {
           // At the moment the handler runs, its delivery is not ACKED yet.
           const row = (await api.get(`/v1/subscriptions/${sub}/deliveries/${delivery.id}`)).json.data.delivery;
@@ -183,7 +241,11 @@ describe("event SDK", function () {
       let calls = 0;
       const errors: unknown[] = [];
       const c = new Consumer({
-        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1, onError: (e) => errors.push(e),
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub,
+        capacity: 1,
+        onError: (e) => errors.push(e),
         handler: async () => {
           calls++;
           if (calls === 1) throw new Error("receiver's database is down");
@@ -201,7 +263,11 @@ describe("event SDK", function () {
       let calls = 0;
       const errors: unknown[] = [];
       const c = new Consumer({
-        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1, onError: (e) => errors.push(e),
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub,
+        capacity: 1,
+        onError: (e) => errors.push(e),
         // Not async: the first call throws before any promise exists.
         handler: (): Promise<void> => {
           calls++;
@@ -220,7 +286,11 @@ describe("event SDK", function () {
       const proxy = await startProxy(node.port);
       try {
         const c = new Consumer({
-          baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 50 },
+          baseUrl: proxy.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          backoff: { initialMs: 50 },
           handler: async () => {
             proxy.dropResponses(1); // the answer to the ACK that follows is lost with its connection
           },
@@ -232,7 +302,10 @@ describe("event SDK", function () {
         assert.ok(proxy.dropped >= 1, "an answer was lost");
         const audits = await db.connect();
         try {
-          const [rows] = await audits.query<any[]>("SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id = ? AND action = 'delivery.ack'", [sub]);
+          const [rows] = await audits.query<any[]>(
+            "SELECT COUNT(*) AS n FROM audit_records WHERE subscription_id = ? AND action = 'delivery.ack'",
+            [sub],
+          );
           assert.equal(Number(rows[0].n), 1, "ACKed once, confirmed by the re-send");
         } finally {
           await audits.end();
@@ -249,7 +322,10 @@ describe("event SDK", function () {
       const epochs: string[] = [];
       const lost: unknown[] = [];
       const c = new Consumer({
-        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1,
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub,
+        capacity: 1,
         onError: (e) => lost.push(e),
         handler: async (_event, delivery) => {
           epochs.push(delivery.lease_epoch);
@@ -262,10 +338,17 @@ describe("event SDK", function () {
       // 1, may itself wait behind the slow handler past its lease and come again (a lease
       // that ran out no longer counts as held, so it is re-sent at once): each under the
       // next epoch, and only the latest proof is taken.
-      assert.deepEqual(epochs, epochs.map((_, i) => String(i + 1)), "each delivery under the next epoch, from 1");
+      assert.deepEqual(
+        epochs,
+        epochs.map((_, i) => String(i + 1)),
+        "each delivery under the next epoch, from 1",
+      );
       const c2 = await db.connect();
       try {
-        const [rows] = await c2.query<any[]>("SELECT lease_epoch FROM deliveries WHERE subscription_id = ? AND state = 'ACKED'", [sub]);
+        const [rows] = await c2.query<any[]>(
+          "SELECT lease_epoch FROM deliveries WHERE subscription_id = ? AND state = 'ACKED'",
+          [sub],
+        );
         assert.equal(String(rows[0].lease_epoch), epochs.at(-1), "ACKED by the proof of the last lease");
       } finally {
         await c2.end();
@@ -285,7 +368,11 @@ describe("event SDK", function () {
         const first = new Promise<void>((r) => (releaseFirst = r));
         const epochs: string[] = [];
         const c = new Consumer({
-          baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 2, backoff: { initialMs: 20, maxMs: 80 },
+          baseUrl: proxy.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 2,
+          backoff: { initialMs: 20, maxMs: 80 },
           handler: async (_event, delivery) => {
             epochs.push(delivery.lease_epoch);
             if (delivery.lease_epoch === "1") return first; // outlives its lease: epoch 2 comes
@@ -300,7 +387,9 @@ describe("event SDK", function () {
         await until(async () => (await states(sub)).ACKED === 1);
         const check = await db.connect();
         try {
-          const [rows] = await check.query<any[]>("SELECT lease_epoch FROM deliveries WHERE subscription_id = ?", [sub]);
+          const [rows] = await check.query<any[]>("SELECT lease_epoch FROM deliveries WHERE subscription_id = ?", [
+            sub,
+          ]);
           // Were the older proof kept instead, it would be refused (DELIVERY_LEASE_LOST) and
           // dropped: the delivery would wait out lease 2 and be ACKed only at epoch 3, an
           // attempt spent.
@@ -321,7 +410,14 @@ describe("event SDK", function () {
       const proxy = await startProxy(node.port);
       try {
         proxy.cutAfterGreeting();
-        const c = new Consumer({ baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 50 }, handler: async () => undefined }).start();
+        const c = new Consumer({
+          baseUrl: proxy.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          backoff: { initialMs: 50 },
+          handler: async () => undefined,
+        }).start();
         await sleep(2000);
         await c.stop({ deadlineMs: 200 });
         // Each wait doubles from 50 ms, jittered over its upper half (25-50, 50-100, ...,
@@ -336,9 +432,18 @@ describe("event SDK", function () {
 
     it("settles stop() for a consumer never started, and hands saveProofs the proofs it was given", async () => {
       const proof: Proof = { delivery_id: "0".repeat(32), epoch: "1", lease_secret: "A".repeat(43) };
-      const c = new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: "0".repeat(32), proofs: [proof], handler: async () => undefined });
+      const c = new Consumer({
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: "0".repeat(32),
+        proofs: [proof],
+        handler: async () => undefined,
+      });
       let saved: Proof[] | undefined;
-      const stopped = await Promise.race([c.stop({ saveProofs: async (p) => void (saved = p) }), sleep(5000).then(() => "still waiting")]);
+      const stopped = await Promise.race([
+        c.stop({ saveProofs: async (p) => void (saved = p) }),
+        sleep(5000).then(() => "still waiting"),
+      ]);
       assert.deepEqual(stopped, { stopped: true });
       assert.deepEqual(await c.done, { stopped: true });
       assert.deepEqual(saved, [proof]);
@@ -350,12 +455,26 @@ describe("event SDK", function () {
     it("keeps the token out of util.inspect of a consumer, a client and a connection", async () => {
       const { sub } = await setup();
       const secret = cred.token.split("_").at(-1)!;
-      const c = new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: sub, handler: async () => undefined });
+      const c = new Consumer({
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub,
+        handler: async () => undefined,
+      });
       const api2 = new OrbitClient({ baseUrl: node.url, token: cred.token });
       await api2.getCurrentCredential(); // it has used the token
-      const conn = await EventConnection.open({ baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1 });
+      const conn = await EventConnection.open({
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub,
+        capacity: 1,
+      });
       try {
-        for (const [name, o] of [["Consumer", c], ["OrbitClient", api2], ["EventConnection", conn]] as const) {
+        for (const [name, o] of [
+          ["Consumer", c],
+          ["OrbitClient", api2],
+          ["EventConnection", conn],
+        ] as const) {
           const shown = inspect(o, { depth: 8, showHidden: true });
           assert.ok(!shown.includes(secret), `${name} shows the token's secret`);
         }
@@ -366,23 +485,43 @@ describe("event SDK", function () {
 
     it("stops and reports on NOT_FOUND, PERMISSION_DENIED and EVENT_HISTORY_EXPIRED instead of looping", async () => {
       const handler = async () => undefined;
-      const notFound = await new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: "0".repeat(32), handler }).start().done;
+      const notFound = await new Consumer({
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: "0".repeat(32),
+        handler,
+      }).start().done;
       assert.equal(notFound.stopped, false);
       assert.equal(!notFound.stopped && notFound.error.code, "NOT_FOUND");
-      const noConsume = await makeCredential(db, { namespaceId: cred.namespace_id, applicationId: cred.application_id, actions: ["events:read"], queueIds: [] });
-      const denied = await new Consumer({ baseUrl: node.url, token: noConsume.token, subscriptionId: "0".repeat(32), handler }).start().done;
+      const noConsume = await makeCredential(db, {
+        namespaceId: cred.namespace_id,
+        applicationId: cred.application_id,
+        actions: ["events:read"],
+        queueIds: [],
+      });
+      const denied = await new Consumer({
+        baseUrl: node.url,
+        token: noConsume.token,
+        subscriptionId: "0".repeat(32),
+        handler,
+      }).start().done;
       assert.equal(!denied.stopped && denied.error.code, "PERMISSION_DENIED");
       const gap = await bootstrap(db.url, { namespace: "gap", application: "app", queues: ["q"], eventAccess: true });
       const gapApi = client(node.url, gap.token);
-      const sub = (await gapApi.post("/v1/subscriptions", { name: "gap", queue_id: gap.queues[0]!.id, max_pending: 1 })).json.data.subscription.id;
+      const sub = (await gapApi.post("/v1/subscriptions", { name: "gap", queue_id: gap.queues[0]!.id, max_pending: 1 }))
+        .json.data.subscription.id;
       for (let i = 0; i < 3; i++) {
         const t = (await gapApi.post("/v1/tasks", { queue_id: gap.queues[0]!.id, input: i })).json.data.task;
         await gapApi.post(`/v1/tasks/${t.id}:cancel`, { expected_revision: "1", reason: "r" });
       }
       await waitSequenced(db, gap.namespace_id);
-      assert.equal((await runCli(["purge", "--namespace", "gap", "--before", "3"], { ORBIT_DATABASE_URL: db.url })).code, 0);
+      assert.equal(
+        (await runCli(["purge", "--namespace", "gap", "--before", "3"], { ORBIT_DATABASE_URL: db.url })).code,
+        0,
+      );
       const started = Date.now();
-      const expired = await new Consumer({ baseUrl: node.url, token: gap.token, subscriptionId: sub, handler }).start().done;
+      const expired = await new Consumer({ baseUrl: node.url, token: gap.token, subscriptionId: sub, handler }).start()
+        .done;
       assert.equal(!expired.stopped && expired.error.code, "EVENT_HISTORY_EXPIRED");
       assert.ok(Date.now() - started < 5000, "reported at once, no retry loop");
     });
@@ -390,10 +529,17 @@ describe("event SDK", function () {
     it("refuses a capacity outside 1-32 or a malformed subscription id at once instead of retrying a hello that cannot be sent", () => {
       const handler = async () => undefined;
       for (const capacity of [0, 33, 1.5]) {
-        assert.throws(() => new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: "0".repeat(32), capacity, handler }), RangeError);
+        assert.throws(
+          () =>
+            new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: "0".repeat(32), capacity, handler }),
+          RangeError,
+        );
       }
       for (const subscriptionId of ["A".repeat(32), "0".repeat(31), ""]) {
-        assert.throws(() => new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId, handler }), RangeError);
+        assert.throws(
+          () => new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId, handler }),
+          RangeError,
+        );
       }
     });
 
@@ -401,10 +547,19 @@ describe("event SDK", function () {
       const fullNode = await startNode(db.url, { ORBIT_MAX_CONNECTIONS: "1" });
       try {
         const { sub } = await setup();
-        const seat = await EventConnection.open({ baseUrl: fullNode.url, token: cred.token, subscriptionId: sub, capacity: 1 });
+        const seat = await EventConnection.open({
+          baseUrl: fullNode.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+        });
         const refused: OrbitEventError[] = [];
         const c = new Consumer({
-          baseUrl: fullNode.url, token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 20 },
+          baseUrl: fullNode.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          backoff: { initialMs: 20 },
           onError: (e) => e instanceof OrbitEventError && refused.push(e),
           handler: async () => undefined,
         }).start();
@@ -422,7 +577,12 @@ describe("event SDK", function () {
 
     it("stops when stop() comes while it is still connecting", async () => {
       const { sub } = await setup();
-      const c = new Consumer({ baseUrl: node.url, token: cred.token, subscriptionId: sub, handler: async () => undefined }).start();
+      const c = new Consumer({
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub,
+        handler: async () => undefined,
+      }).start();
       const stopped = await Promise.race([c.stop({ deadlineMs: 500 }), sleep(5000).then(() => "still running")]);
       assert.deepEqual(stopped, { stopped: true });
     });
@@ -439,18 +599,32 @@ describe("event SDK", function () {
       try {
         const { q, sub } = await setup();
         const started = Date.now();
-        await assert.rejects(EventConnection.open({ baseUrl: silent.url, token: cred.token, subscriptionId: sub, capacity: 1, connectTimeoutMs: 300 }), {
-          code: "CONNECTION_CLOSED",
-          message: "CONNECTION_CLOSED: no welcome within 300 ms",
-        });
+        await assert.rejects(
+          EventConnection.open({
+            baseUrl: silent.url,
+            token: cred.token,
+            subscriptionId: sub,
+            capacity: 1,
+            connectTimeoutMs: 300,
+          }),
+          {
+            code: "CONNECTION_CLOSED",
+            message: "CONNECTION_CLOSED: no welcome within 300 ms",
+          },
+        );
         assert.ok(Date.now() - started < 3000);
 
         const handled: string[] = [];
         let gaveUp!: () => void;
         const gaveUpOnSilent = new Promise<void>((r) => (gaveUp = r));
         const c = new Consumer({
-          baseUrl: [silent.url, node.url], token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 20 },
-          onError: (e) => e instanceof OrbitEventError && e.message === "CONNECTION_CLOSED: no welcome within 10000 ms" && gaveUp(),
+          baseUrl: [silent.url, node.url],
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          backoff: { initialMs: 20 },
+          onError: (e) =>
+            e instanceof OrbitEventError && e.message === "CONNECTION_CLOSED: no welcome within 10000 ms" && gaveUp(),
           handler: async (event) => void handled.push(event.id),
         }).start();
         await gaveUpOnSilent;
@@ -463,13 +637,20 @@ describe("event SDK", function () {
         const muted = silent.mutedFromServer;
         const reported: unknown[] = [];
         const stuck = new Consumer({
-          baseUrl: silent.url, token: cred.token, subscriptionId: sub, handler: async () => undefined, onError: (e) => void reported.push(e),
+          baseUrl: silent.url,
+          token: cred.token,
+          subscriptionId: sub,
+          handler: async () => undefined,
+          onError: (e) => void reported.push(e),
         }).start();
         await until(() => silent.mutedFromServer > muted); // connecting: the hello taken, its welcome lost
         // stop() gives up the connection being opened: within its deadline, not after the
         // welcome's 10 s (and without reporting them as a failure).
         const stopping = Date.now();
-        const stopped = await Promise.race([stuck.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for a welcome")]);
+        const stopped = await Promise.race([
+          stuck.stop({ deadlineMs: 500 }),
+          sleep(15000).then(() => "still waiting for a welcome"),
+        ]);
         assert.deepEqual(stopped, { stopped: true });
         assert.ok(Date.now() - stopping < 3000, `stop took ${Date.now() - stopping} ms`);
         assert.deepEqual(reported, []);
@@ -492,7 +673,10 @@ describe("event SDK", function () {
         let delivered!: () => void;
         const connected = new Promise<void>((r) => (delivered = r));
         const c = new Consumer({
-          baseUrl: deaf.url, token: cred.token, subscriptionId: sub, capacity: 1,
+          baseUrl: deaf.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
           // No ACK: the node would not hear it either, and stop() would spend its deadline
           // re-sending it. Only the close is under test.
           ack: false,
@@ -500,7 +684,10 @@ describe("event SDK", function () {
         }).start();
         await connected; // a delivery arrived: the consumer is connected, past the welcome
         const started = Date.now();
-        const stopped = await Promise.race([c.stop({ deadlineMs: 500 }), sleep(15000).then(() => "still waiting for the close")]);
+        const stopped = await Promise.race([
+          c.stop({ deadlineMs: 500 }),
+          sleep(15000).then(() => "still waiting for the close"),
+        ]);
         assert.deepEqual(stopped, { stopped: true });
         assert.ok(Date.now() - started < 3000, `stop took ${Date.now() - started} ms`);
       } finally {
@@ -518,7 +705,11 @@ describe("event SDK", function () {
         let running = 0;
         let mostRunning = 0;
         const c = new Consumer({
-          baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, backoff: { initialMs: 50 },
+          baseUrl: proxy.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          backoff: { initialMs: 50 },
           handler: async () => {
             calls++;
             mostRunning = Math.max(mostRunning, ++running);
@@ -555,7 +746,13 @@ describe("event SDK", function () {
         const { q, sub } = await setup();
         proxy.muteClientWhen("event.ack"); // the ACK never reaches the node: unconfirmed at stop
         let handled = 0;
-        const first = new Consumer({ baseUrl: proxy.url, token: cred.token, subscriptionId: sub, capacity: 1, handler: async () => void handled++ }).start();
+        const first = new Consumer({
+          baseUrl: proxy.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          handler: async () => void handled++,
+        }).start();
         await sleep(300);
         await results(q, 1);
         await until(() => handled === 1 && first.pendingAcks === 1);
@@ -577,24 +774,52 @@ describe("event SDK", function () {
         assert.deepEqual(await states(sub), { LEASED: 1 }, "its ACK never arrived");
         let redelivered = 0;
         const second = new Consumer({
-          baseUrl: longLease.url, token: cred.token, subscriptionId: sub, capacity: 1, proofs: saved, handler: async () => void redelivered++,
+          baseUrl: longLease.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          proofs: saved,
+          handler: async () => void redelivered++,
         }).start();
         await until(async () => (await states(sub)).ACKED === 1);
         await until(() => second.pendingAcks === 0);
         assert.equal(redelivered, 0, "ACKed with the saved proof, not delivered again");
         const [row] = await db.query("SELECT lease_epoch, attempts FROM deliveries WHERE subscription_id = ?", [sub]);
-        assert.deepEqual([String(row.lease_epoch), row.attempts], ["1", 1], "no attempt of the budget spent on a redelivery");
+        assert.deepEqual(
+          [String(row.lease_epoch), row.attempts],
+          ["1", 1],
+          "no attempt of the budget spent on a redelivery",
+        );
         // A failed save is stop()'s rejection, after the close: the consumer still ends.
-        await assert.rejects(second.stop({ saveProofs: async () => Promise.reject(new Error("inbox unavailable")) }), /inbox unavailable/);
+        await assert.rejects(
+          second.stop({ saveProofs: async () => Promise.reject(new Error("inbox unavailable")) }),
+          /inbox unavailable/,
+        );
         assert.deepEqual(await second.done, { stopped: true });
         // A save that never ends does not hold stop() for ever (the wind-down is bounded).
-        const third = new Consumer({ baseUrl: longLease.url, token: cred.token, subscriptionId: sub, capacity: 1, handler: async () => {} }).start();
+        const third = new Consumer({
+          baseUrl: longLease.url,
+          token: cred.token,
+          subscriptionId: sub,
+          capacity: 1,
+          handler: async () => {},
+        }).start();
         const t0 = Date.now();
-        await assert.rejects(third.stop({ deadlineMs: 200, saveProofs: () => new Promise<void>(() => undefined) }), /saveProofs did not finish within 1000 ms/);
+        await assert.rejects(
+          third.stop({ deadlineMs: 200, saveProofs: () => new Promise<void>(() => undefined) }),
+          /saveProofs did not finish within 1000 ms/,
+        );
         assert.ok(Date.now() - t0 < 3000, `stop() took ${Date.now() - t0} ms`);
         assert.deepEqual(await third.done, { stopped: true });
         assert.throws(
-          () => new Consumer({ baseUrl: longLease.url, token: cred.token, subscriptionId: sub, proofs: [{ delivery_id: "x", epoch: "1", lease_secret: "y" }], handler: async () => {} }),
+          () =>
+            new Consumer({
+              baseUrl: longLease.url,
+              token: cred.token,
+              subscriptionId: sub,
+              proofs: [{ delivery_id: "x", epoch: "1", lease_secret: "y" }],
+              handler: async () => {},
+            }),
           RangeError,
         );
       } finally {
@@ -609,7 +834,10 @@ describe("event SDK", function () {
       let started = 0;
       let finished = 0;
       const c = new Consumer({
-        baseUrl: node.url, token: cred.token, subscriptionId: sub, capacity: 1,
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub,
+        capacity: 1,
         handler: async () => {
           started++;
           await sleep(300);
@@ -628,7 +856,10 @@ describe("event SDK", function () {
       await results(q2, 1);
       let running = false;
       const slow = new Consumer({
-        baseUrl: node.url, token: cred.token, subscriptionId: sub2, capacity: 1,
+        baseUrl: node.url,
+        token: cred.token,
+        subscriptionId: sub2,
+        capacity: 1,
         handler: async () => {
           running = true;
           await sleep(5000);

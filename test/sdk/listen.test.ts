@@ -44,13 +44,21 @@ describe("orbit listen", function () {
   async function acked(sub: string): Promise<number> {
     const c = await db.connect();
     try {
-      return Number(((await c.query<any[]>("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'ACKED'", [sub]))[0] as any[])[0].n);
+      return Number(
+        (
+          (
+            await c.query<any[]>("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'ACKED'", [
+              sub,
+            ])
+          )[0] as any[]
+        )[0].n,
+      );
     } finally {
       await c.end();
     }
   }
   const until = async (cond: () => boolean | Promise<boolean>) => {
-    for (const end = Date.now() + 15000; !(await cond()); ) {
+    for (const end = Date.now() + 15000; !(await cond());) {
       assert.ok(Date.now() < end, "not reached in time");
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -87,10 +95,17 @@ describe("orbit listen", function () {
     const q = cred.queues[1]!.id;
     const sub = (await api.post("/v1/subscriptions", { name: "piped", queue_id: q })).json.data.subscription.id;
     await result(q);
-    const child = spawn("bash", ["-c", `"${process.execPath}" "${ORBIT_BIN}" listen --subscription ${sub} --capacity 1 | head -n 1; echo "listen exit \${PIPESTATUS[0]}" >&2`], {
-      env: { ...process.env, ORBIT_TOKEN: cred.token, ORBIT_URL: node.url },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      "bash",
+      [
+        "-c",
+        `"${process.execPath}" "${ORBIT_BIN}" listen --subscription ${sub} --capacity 1 | head -n 1; echo "listen exit \${PIPESTATUS[0]}" >&2`,
+      ],
+      {
+        env: { ...process.env, ORBIT_TOKEN: cred.token, ORBIT_URL: node.url },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let stderr = "";
     child.stderr!.on("data", (d) => (stderr += d));
     const exit = new Promise<void>((r) => child.on("exit", () => r()));

@@ -28,7 +28,10 @@ function scheduler(p: Probe): ClaimScheduler<TestClaimant> {
     (batch) =>
       new Promise<void>((resolve) => {
         const app = batch[0]!.applicationId;
-        assert.ok(batch.every((c) => c.applicationId === app && c.subscriptionId === batch[0]!.subscriptionId), "one subscription per claim");
+        assert.ok(
+          batch.every((c) => c.applicationId === app && c.subscriptionId === batch[0]!.subscriptionId),
+          "one subscription per claim",
+        );
         p.inFlight++;
         p.maxInFlight = Math.max(p.maxInFlight, p.inFlight);
         const n = (p.perApp.get(app) ?? 0) + 1;
@@ -88,7 +91,11 @@ describe("claim scheduler", () => {
     await drain(p, s);
     assert.equal(p.order.length, 18);
     const firstSix = p.order.slice(0, 6).map((label) => label.split("/")[0]);
-    assert.deepEqual([...firstSix].sort(), ["app0", "app1", "app2", "app3", "app4", "app5"], `first claims: ${firstSix.join(", ")}`);
+    assert.deepEqual(
+      [...firstSix].sort(),
+      ["app0", "app1", "app2", "app3", "app4", "app5"],
+      `first claims: ${firstSix.join(", ")}`,
+    );
   });
 
   it("rotates between subscriptions within an application", async () => {
@@ -107,7 +114,12 @@ describe("claim scheduler", () => {
   it("serves the waiting connections of one subscription with one claim, in arrival order", async () => {
     const p = probe();
     const s = scheduler(p);
-    const cs = [claimant("app", "sub", "c1"), claimant("app", "sub", "c2"), claimant("app", "sub", "c3"), claimant("app", "other", "o1")];
+    const cs = [
+      claimant("app", "sub", "c1"),
+      claimant("app", "sub", "c2"),
+      claimant("app", "sub", "c3"),
+      claimant("app", "other", "o1"),
+    ];
     for (const c of cs) s.request(c);
     await drain(p, s);
     assert.deepEqual(p.order, ["c1+c2+c3", "o1"]);

@@ -105,14 +105,19 @@ describe("source layers", () => {
   it("finds the imports of the sources", () => {
     assert.ok(sourceFiles(SRC).length > 50, `no sources under ${SRC}`);
     assert.ok(all.length > 100);
-    assert.deepEqual(specifiers('import a from "./a.js";\nexport { b } from "../b.js";\nimport type { C } from "./c.js";'), ["./a.js", "../b.js", "./c.js"]);
+    assert.deepEqual(
+      specifiers('import a from "./a.js";\nexport { b } from "../b.js";\nimport type { C } from "./c.js";'),
+      ["./a.js", "../b.js", "./c.js"],
+    );
     assert.deepEqual(specifiers('// import x from "./not.js"\nconst t = import("./lazy.js");'), ["./lazy.js"]);
   });
 
   it("every relative import names a source file that exists", () => {
     const files = new Set(sourceFiles(SRC));
     const generated = join(ROOT, "generated");
-    const missing = all.filter((e) => !files.has(e.to) && !e.to.startsWith(generated + sep)).map((e) => `${relative(ROOT, e.from)} imports ${e.spec}`);
+    const missing = all
+      .filter((e) => !files.has(e.to) && !e.to.startsWith(generated + sep))
+      .map((e) => `${relative(ROOT, e.from)} imports ${e.spec}`);
     assert.deepEqual(missing, [], `imports of files that are not under src/:\n${missing.join("\n")}`);
   });
 
@@ -122,7 +127,9 @@ describe("source layers", () => {
   });
 
   it("a rule broken is named with its file and import", () => {
-    const bad = violations([{ from: join(SRC, "wire", "ids.ts"), spec: "../sdk/random-hex.js", to: join(SRC, "sdk", "random-hex.ts") }]);
+    const bad = violations([
+      { from: join(SRC, "wire", "ids.ts"), spec: "../sdk/random-hex.js", to: join(SRC, "sdk", "random-hex.ts") },
+    ]);
     assert.deepEqual(bad, ["src/wire/ids.ts imports ../sdk/random-hex.js (sdk): wire may not import sdk"]);
   });
 

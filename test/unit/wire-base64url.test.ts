@@ -35,49 +35,78 @@ const nearCanonical = fc
     const s = Buffer.from(bytes).toString("base64url");
     const i = s.length === 0 ? 0 : at % s.length;
     const edited =
-      edit === "replaceLast" ? s.slice(0, -1) + c
-      : edit === "replaceAny" ? s.slice(0, i) + c + s.slice(i + 1)
-      : edit === "pad" ? s + "=".repeat(1 + (at % 2))
-      : edit === "drop" ? s.slice(0, i) + s.slice(i + 1)
-      : edit === "append" ? s + c
-      : s;
+      edit === "replaceLast"
+        ? s.slice(0, -1) + c
+        : edit === "replaceAny"
+          ? s.slice(0, i) + c + s.slice(i + 1)
+          : edit === "pad"
+            ? s + "=".repeat(1 + (at % 2))
+            : edit === "drop"
+              ? s.slice(0, i) + s.slice(i + 1)
+              : edit === "append"
+                ? s + c
+                : s;
     return { s: edited, n: Math.max(0, bytes.length + claimed) };
   });
 
 describe("wire/base64url", () => {
   it("roundtrips random 32-byte buffers through 43 characters", () => {
-    fc.assert(fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), (bytes) => {
-      const buf = Buffer.from(bytes);
-      const s = encodeBase64url(buf);
-      assert.equal(s.length, 43);
-      assert.deepStrictEqual(decodeBase64urlCanonical(s, 32), buf);
-    }), { numRuns: 1000 });
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 32, maxLength: 32 }), (bytes) => {
+        const buf = Buffer.from(bytes);
+        const s = encodeBase64url(buf);
+        assert.equal(s.length, 43);
+        assert.deepStrictEqual(decodeBase64urlCanonical(s, 32), buf);
+      }),
+      { numRuns: 1000 },
+    );
   });
 
   it("roundtrips buffers of every small length", () => {
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 100 }), (bytes) => {
-      const buf = Buffer.from(bytes);
-      assert.deepStrictEqual(decodeBase64urlCanonical(encodeBase64url(buf), buf.length), buf);
-    }));
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 100 }), (bytes) => {
+        const buf = Buffer.from(bytes);
+        assert.deepStrictEqual(decodeBase64urlCanonical(encodeBase64url(buf), buf.length), buf);
+      }),
+    );
   });
 
   it("agrees with the re-encode oracle on corrupted canonical strings", () => {
-    fc.assert(fc.property(nearCanonical, ({ s, n }) => agreesWithOracle(s, n)), { numRuns: 5000 });
+    fc.assert(
+      fc.property(nearCanonical, ({ s, n }) => agreesWithOracle(s, n)),
+      { numRuns: 5000 },
+    );
   });
 
   it("agrees with the re-encode oracle on random strings", () => {
-    fc.assert(fc.property(fc.integer({ min: 0, max: 34 }), fc.array(alphabetChar, { maxLength: 46 }), (n, cs) => {
-      agreesWithOracle(cs.join(""), n);
-    }), { numRuns: 3000 });
-    fc.assert(fc.property(fc.integer({ min: 0, max: 4 }), fc.string({ unit: anyChar, maxLength: 7 }), (n, s) => agreesWithOracle(s, n)), {
-      numRuns: 3000,
-    });
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 34 }), fc.array(alphabetChar, { maxLength: 46 }), (n, cs) => {
+        agreesWithOracle(cs.join(""), n);
+      }),
+      { numRuns: 3000 },
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 4 }), fc.string({ unit: anyChar, maxLength: 7 }), (n, s) =>
+        agreesWithOracle(s, n),
+      ),
+      {
+        numRuns: 3000,
+      },
+    );
   });
 
   it("accepts exactly one last character per 1- and 2-byte tail", () => {
-    for (const [prefix, n, ok] of [["A", 1, "AQgw"], ["AA", 2, "AEIMQUYcgkosw048"]] as const) {
+    for (const [prefix, n, ok] of [
+      ["A", 1, "AQgw"],
+      ["AA", 2, "AEIMQUYcgkosw048"],
+    ] as const) {
       const accepted = [...ALPHABET].filter((c) => {
-        try { decodeBase64urlCanonical(prefix + c, n); return true; } catch { return false; }
+        try {
+          decodeBase64urlCanonical(prefix + c, n);
+          return true;
+        } catch {
+          return false;
+        }
       });
       assert.equal(accepted.join(""), ok);
     }
@@ -107,21 +136,27 @@ describe("wire/base64url", () => {
     ];
     for (const [rule, s, n, message] of bad) {
       it(`rejects ${rule}`, () => {
-        assert.throws(() => decodeBase64urlCanonical(s, n), (err: unknown) => {
-          assert.ok(err instanceof WireError);
-          assert.match(err.message, message);
-          return true;
-        });
+        assert.throws(
+          () => decodeBase64urlCanonical(s, n),
+          (err: unknown) => {
+            assert.ok(err instanceof WireError);
+            assert.match(err.message, message);
+            return true;
+          },
+        );
       });
     }
 
     it("names the field and echoes at most 32 characters", () => {
-      assert.throws(() => decodeBase64urlCanonical("B".repeat(500), 32, "lease_secret"), (err: unknown) => {
-        assert.ok(err instanceof WireError);
-        assert.equal(err.field, "lease_secret");
-        assert.ok(!err.message.includes("B".repeat(33)), err.message);
-        return true;
-      });
+      assert.throws(
+        () => decodeBase64urlCanonical("B".repeat(500), 32, "lease_secret"),
+        (err: unknown) => {
+          assert.ok(err instanceof WireError);
+          assert.equal(err.field, "lease_secret");
+          assert.ok(!err.message.includes("B".repeat(33)), err.message);
+          return true;
+        },
+      );
     });
 
     it("rejects non-strings and refuses a bad expectedBytes", () => {

@@ -9,7 +9,8 @@ function shuffleKeys(v: unknown, rnd: () => number): unknown {
   if (v && typeof v === "object") {
     const entries = Object.entries(v).sort(() => rnd() - 0.5);
     const o: Record<string, unknown> = {};
-    for (const [k, x] of entries) Object.defineProperty(o, k, { value: shuffleKeys(x, rnd), enumerable: true, writable: true, configurable: true });
+    for (const [k, x] of entries)
+      Object.defineProperty(o, k, { value: shuffleKeys(x, rnd), enumerable: true, writable: true, configurable: true });
     return o;
   }
   return v;
@@ -20,7 +21,7 @@ describe("canonicalJson", () => {
     fc.assert(
       fc.property(fc.jsonValue(), fc.integer(), (v, seed) => {
         let s = seed;
-        const rnd = () => ((s = (s * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+        const rnd = () => (s = (s * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
         const a = JSON.stringify(v);
         const b = JSON.stringify(shuffleKeys(v, rnd), null, 2);
         return canonicalJson(a) === canonicalJson(b);
@@ -29,7 +30,11 @@ describe("canonicalJson", () => {
   });
 
   it("keeps the meaning: the canonical text parses to the same value", () => {
-    fc.assert(fc.property(fc.jsonValue(), (v) => assert.deepEqual(JSON.parse(canonicalJson(JSON.stringify(v))), JSON.parse(JSON.stringify(v)))));
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) =>
+        assert.deepEqual(JSON.parse(canonicalJson(JSON.stringify(v))), JSON.parse(JSON.stringify(v))),
+      ),
+    );
   });
 
   it("keeps numbers exactly as written", () => {

@@ -4,12 +4,16 @@ import { parseStrictJson, HARD_MAX_DEPTH } from "../../src/wire/json.js";
 import { WireError } from "../../src/wire/wire-error.js";
 
 function rejects(text: string, message: RegExp, opts?: { maxDepth?: number }): void {
-  assert.throws(() => parseStrictJson(text, opts), (err: unknown) => {
-    assert.ok(err instanceof WireError, `expected WireError for ${JSON.stringify(text)}`);
-    assert.match(err.message, message);
-    assert.match(err.message, /at offset \d+$/);
-    return true;
-  }, `should reject ${JSON.stringify(text.slice(0, 80))}`);
+  assert.throws(
+    () => parseStrictJson(text, opts),
+    (err: unknown) => {
+      assert.ok(err instanceof WireError, `expected WireError for ${JSON.stringify(text)}`);
+      assert.match(err.message, message);
+      assert.match(err.message, /at offset \d+$/);
+      return true;
+    },
+    `should reject ${JSON.stringify(text.slice(0, 80))}`,
+  );
 }
 
 /** True if some string (key or value) in v holds a lone surrogate. */
@@ -31,44 +35,63 @@ describe("wire/json parseStrictJson", () => {
   describe("agrees with JSON.parse on valid JSON", () => {
     for (const stringUnit of ["grapheme-ascii", "grapheme"] as const) {
       it(`any fc.jsonValue (${stringUnit}), compact and indented`, () => {
-        fc.assert(fc.property(fc.jsonValue({ stringUnit }), fc.constantFrom(0, 1, "\t", " \r\n"), (v, indent) => {
-          const text = JSON.stringify(v, null, indent);
-          assert.deepStrictEqual(parseStrictJson(text).value, JSON.parse(text));
-        }), { numRuns: 500 });
+        fc.assert(
+          fc.property(fc.jsonValue({ stringUnit }), fc.constantFrom(0, 1, "\t", " \r\n"), (v, indent) => {
+            const text = JSON.stringify(v, null, indent);
+            assert.deepStrictEqual(parseStrictJson(text).value, JSON.parse(text));
+          }),
+          { numRuns: 500 },
+        );
       });
     }
 
     it("binary strings: accepted exactly when free of lone surrogates", () => {
-      fc.assert(fc.property(fc.jsonValue({ stringUnit: "binary" }), (v) => {
-        const text = JSON.stringify(v);
-        if (hasLoneSurrogate(v)) rejects(text, /lone surrogate/);
-        else assert.deepStrictEqual(parseStrictJson(text).value, JSON.parse(text));
-      }), { numRuns: 500 });
+      fc.assert(
+        fc.property(fc.jsonValue({ stringUnit: "binary" }), (v) => {
+          const text = JSON.stringify(v);
+          if (hasLoneSurrogate(v)) rejects(text, /lone surrogate/);
+          else assert.deepStrictEqual(parseStrictJson(text).value, JSON.parse(text));
+        }),
+        { numRuns: 500 },
+      );
     });
 
     it("on grammar-ish garbage: never more lenient than JSON.parse, same value when accepted", () => {
       const unit = fc.constantFrom(...'{}[],:"\\ \n0123456789-+.eEtruefalsn'.split(""), "u0061", "ud800");
-      fc.assert(fc.property(fc.string({ unit, maxLength: 30 }), (text) => {
-        let expected: unknown;
-        try {
-          expected = JSON.parse(text);
-        } catch {
-          assert.throws(() => parseStrictJson(text), WireError);
-          return;
-        }
-        try {
-          assert.deepStrictEqual(parseStrictJson(text).value, expected);
-        } catch (err) {
-          // Only the stricter rules may refuse what JSON.parse takes.
-          assert.ok(err instanceof WireError);
-          assert.match(err.message, /duplicate key|lone surrogate|out of range/);
-        }
-      }), { numRuns: 3000 });
+      fc.assert(
+        fc.property(fc.string({ unit, maxLength: 30 }), (text) => {
+          let expected: unknown;
+          try {
+            expected = JSON.parse(text);
+          } catch {
+            assert.throws(() => parseStrictJson(text), WireError);
+            return;
+          }
+          try {
+            assert.deepStrictEqual(parseStrictJson(text).value, expected);
+          } catch (err) {
+            // Only the stricter rules may refuse what JSON.parse takes.
+            assert.ok(err instanceof WireError);
+            assert.match(err.message, /duplicate key|lone surrogate|out of range/);
+          }
+        }),
+        { numRuns: 3000 },
+      );
     });
 
     it("keeps number values as JSON.parse does, including -0 and the smallest subnormal", () => {
       // Underflow to 0 (1e-400) is refused: "fractions that read as whole numbers", below.
-      for (const t of ["-0", "0", "1E2", "5e-324", "4e-324", "-1.5e+3", "12345678901234567890", "0.1", "1.7976931348623157e308"]) {
+      for (const t of [
+        "-0",
+        "0",
+        "1E2",
+        "5e-324",
+        "4e-324",
+        "-1.5e+3",
+        "12345678901234567890",
+        "0.1",
+        "1.7976931348623157e308",
+      ]) {
         assert.ok(Object.is(parseStrictJson(t).value, JSON.parse(t)), t);
       }
     });
@@ -87,16 +110,19 @@ describe("wire/json parseStrictJson", () => {
     });
 
     it("are rejected at any depth, also when spelled with escapes", () => {
-      fc.assert(fc.property(scenario, (s) => {
-        const members = Object.entries(s.others)
-          .filter(([k]) => k !== s.key)
-          .map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`);
-        members.splice(s.at % (members.length + 1), 0, `${JSON.stringify(s.key)}:${JSON.stringify(s.v1)}`);
-        const second = s.escapeSecond ? escapeAll(s.key) : JSON.stringify(s.key);
-        members.splice((s.at * 7) % (members.length + 1), 0, `${second}:${JSON.stringify(s.v2)}`);
-        const text = s.wrappers.reduce((inner, w) => w.replace("_", () => inner), `{${members.join(",")}}`);
-        rejects(text, /^duplicate key /);
-      }), { numRuns: 1000 });
+      fc.assert(
+        fc.property(scenario, (s) => {
+          const members = Object.entries(s.others)
+            .filter(([k]) => k !== s.key)
+            .map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`);
+          members.splice(s.at % (members.length + 1), 0, `${JSON.stringify(s.key)}:${JSON.stringify(s.v1)}`);
+          const second = s.escapeSecond ? escapeAll(s.key) : JSON.stringify(s.key);
+          members.splice((s.at * 7) % (members.length + 1), 0, `${second}:${JSON.stringify(s.v2)}`);
+          const text = s.wrappers.reduce((inner, w) => w.replace("_", () => inner), `{${members.join(",")}}`);
+          rejects(text, /^duplicate key /);
+        }),
+        { numRuns: 1000 },
+      );
     });
 
     it("examples: plain, escaped, nested, __proto__", () => {
@@ -110,24 +136,29 @@ describe("wire/json parseStrictJson", () => {
 
     it("echoes at most 32 characters of a long key", () => {
       const key = "k".repeat(1000);
-      assert.throws(() => parseStrictJson(`{"${key}":1,"${key}":2}`), (err: unknown) => {
-        assert.ok(err instanceof WireError);
-        assert.ok(!err.message.includes("k".repeat(33)), err.message);
-        assert.ok(err.message.length < 80, err.message);
-        return true;
-      });
+      assert.throws(
+        () => parseStrictJson(`{"${key}":1,"${key}":2}`),
+        (err: unknown) => {
+          assert.ok(err instanceof WireError);
+          assert.ok(!err.message.includes("k".repeat(33)), err.message);
+          assert.ok(err.message.length < 80, err.message);
+          return true;
+        },
+      );
     });
   });
 
   describe("raw source text of top-level values", () => {
     it("re-parses to the same value, for any object and indentation", () => {
       const obj = fc.dictionary(fc.string(), fc.jsonValue(), { maxKeys: 6 });
-      fc.assert(fc.property(obj, fc.constantFrom(0, 2, "\t"), (o, indent) => {
-        const { value, raw } = parseStrictJson(JSON.stringify(o, null, indent));
-        const v = value as Record<string, unknown>;
-        assert.deepStrictEqual([...raw.keys()], Object.keys(v));
-        for (const [k, text] of raw) assert.deepStrictEqual(parseStrictJson(text).value, v[k]);
-      }));
+      fc.assert(
+        fc.property(obj, fc.constantFrom(0, 2, "\t"), (o, indent) => {
+          const { value, raw } = parseStrictJson(JSON.stringify(o, null, indent));
+          const v = value as Record<string, unknown>;
+          assert.deepStrictEqual([...raw.keys()], Object.keys(v));
+          for (const [k, text] of raw) assert.deepStrictEqual(parseStrictJson(text).value, v[k]);
+        }),
+      );
     });
 
     it("is the exact text, precision and spacing included", () => {
@@ -223,7 +254,27 @@ describe("wire/json parseStrictJson", () => {
     it("accepts the neighbours of those rules", () => {
       // \u escapes in upper case are JSON too (RFC 8259 §7: HEXDIG is case-insensitive);
       // JSON.stringify writes lower case only, so the property tests never send them.
-      for (const t of ['"\\u00C9\\uD83D\\uDE00\\u00e9\\u0aBc"', '"\\ud83d\\ude00"', '"\ud83d\ude00"', '"\u007f"', '" \\/ \\b\\f\\n\\r\\t"', "-0.0e-0", " \t\r\n[ ] ", "1.0", "1e3", "1.5e1", "2.50e2", "100.0000", "1e-0", "0e-400", "1e22", "5e-324", "0.1", "1e308", "99.999999999999"]) {
+      for (const t of [
+        '"\\u00C9\\uD83D\\uDE00\\u00e9\\u0aBc"',
+        '"\\ud83d\\ude00"',
+        '"\ud83d\ude00"',
+        '"\u007f"',
+        '" \\/ \\b\\f\\n\\r\\t"',
+        "-0.0e-0",
+        " \t\r\n[ ] ",
+        "1.0",
+        "1e3",
+        "1.5e1",
+        "2.50e2",
+        "100.0000",
+        "1e-0",
+        "0e-400",
+        "1e22",
+        "5e-324",
+        "0.1",
+        "1e308",
+        "99.999999999999",
+      ]) {
         assert.deepStrictEqual(parseStrictJson(t).value, JSON.parse(t), t);
       }
     });

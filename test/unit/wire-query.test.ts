@@ -6,12 +6,16 @@ import { WireError } from "../../src/wire/wire-error.js";
 const ALLOWED = ["queue_id", "limit", "cursor"] as const;
 
 function rejects(query: string, message: RegExp, field?: string, allowed: readonly string[] = ALLOWED): void {
-  assert.throws(() => parseQuery(query, allowed), (err: unknown) => {
-    assert.ok(err instanceof WireError, `expected WireError for ${JSON.stringify(query)}`);
-    assert.match(err.message, message);
-    assert.equal(err.field, field);
-    return true;
-  }, `should reject ${JSON.stringify(query)}`);
+  assert.throws(
+    () => parseQuery(query, allowed),
+    (err: unknown) => {
+      assert.ok(err instanceof WireError, `expected WireError for ${JSON.stringify(query)}`);
+      assert.match(err.message, message);
+      assert.equal(err.field, field);
+      return true;
+    },
+    `should reject ${JSON.stringify(query)}`,
+  );
 }
 
 /** Allowed names with arbitrary values, in random order, as [name, value] pairs. */
@@ -22,18 +26,22 @@ const params = fc
 
 /** Two encoders: percent-encode everything, or URLSearchParams' form encoding ('+'). */
 const encode = fc.constantFrom(
-  (pairs: Array<[string, string]>) => pairs.map(([n, v]) => `${encodeURIComponent(n)}=${encodeURIComponent(v)}`).join("&"),
+  (pairs: Array<[string, string]>) =>
+    pairs.map(([n, v]) => `${encodeURIComponent(n)}=${encodeURIComponent(v)}`).join("&"),
   (pairs: Array<[string, string]>) => new URLSearchParams(pairs).toString(),
 );
 
 describe("wire/query parseQuery", () => {
   it("parses any permutation of allowed parameters, agreeing with URLSearchParams", () => {
-    fc.assert(fc.property(params, encode, (pairs, enc) => {
-      const query = enc(pairs);
-      const parsed = parseQuery(query, ALLOWED);
-      assert.deepStrictEqual(parsed, Object.fromEntries(pairs));
-      assert.deepStrictEqual(parsed, Object.fromEntries(new URLSearchParams(query)));
-    }), { numRuns: 1000 });
+    fc.assert(
+      fc.property(params, encode, (pairs, enc) => {
+        const query = enc(pairs);
+        const parsed = parseQuery(query, ALLOWED);
+        assert.deepStrictEqual(parsed, Object.fromEntries(pairs));
+        assert.deepStrictEqual(parsed, Object.fromEntries(new URLSearchParams(query)));
+      }),
+      { numRuns: 1000 },
+    );
   });
 
   it("rejects any repeated parameter, wherever the repeat is", () => {
@@ -43,12 +51,15 @@ describe("wire/query parseQuery", () => {
       at: fc.nat(),
       value: fc.string({ unit: "binary-ascii" }),
     });
-    fc.assert(fc.property(scenario, encode, ({ pairs, which, at, value }, enc) => {
-      const dup = pairs[which % pairs.length]![0];
-      const withDup = [...pairs];
-      withDup.splice(at % (pairs.length + 1), 0, [dup, value]);
-      rejects(enc(withDup), /^repeated query parameter/, dup);
-    }), { numRuns: 1000 });
+    fc.assert(
+      fc.property(scenario, encode, ({ pairs, which, at, value }, enc) => {
+        const dup = pairs[which % pairs.length]![0];
+        const withDup = [...pairs];
+        withDup.splice(at % (pairs.length + 1), 0, [dup, value]);
+        rejects(enc(withDup), /^repeated query parameter/, dup);
+      }),
+      { numRuns: 1000 },
+    );
   });
 
   it("rejects any unknown name, including case variants", () => {
@@ -56,10 +67,14 @@ describe("wire/query parseQuery", () => {
       fc.string({ minLength: 1 }).filter((n) => !(ALLOWED as readonly string[]).includes(n)),
       fc.constantFrom("Queue_id", "LIMIT", "Cursor", "queue-id"),
     );
-    fc.assert(fc.property(params, name, (pairs, unknown) => {
-      const query = [...pairs, [unknown, "1"]].map(([n, v]) => `${encodeURIComponent(n!)}=${encodeURIComponent(v!)}`).join("&");
-      rejects(query, /^unknown query parameter/, unknown);
-    }));
+    fc.assert(
+      fc.property(params, name, (pairs, unknown) => {
+        const query = [...pairs, [unknown, "1"]]
+          .map(([n, v]) => `${encodeURIComponent(n!)}=${encodeURIComponent(v!)}`)
+          .join("&");
+        rejects(query, /^unknown query parameter/, unknown);
+      }),
+    );
   });
 
   describe("literal inputs", () => {
@@ -70,7 +85,9 @@ describe("wire/query parseQuery", () => {
 
     it("decodes '+' as space, percent escapes, and encoded names", () => {
       assert.deepStrictEqual(parseQuery("cursor=a+b%2Bc%20d&queue%5Fid=x&limit=", ALLOWED), {
-        cursor: "a b+c d", queue_id: "x", limit: "",
+        cursor: "a b+c d",
+        queue_id: "x",
+        limit: "",
       });
       assert.deepStrictEqual(parseQuery("cursor=a=b", ALLOWED), { cursor: "a=b" });
     });
@@ -109,12 +126,15 @@ describe("wire/query parseQuery", () => {
     });
 
     it("echoes at most 32 characters of a long name", () => {
-      assert.throws(() => parseQuery("x".repeat(500) + "=1", ALLOWED), (err: unknown) => {
-        assert.ok(err instanceof WireError);
-        assert.ok(!err.message.includes("x".repeat(33)), err.message);
-        assert.equal(err.field, "x".repeat(64));
-        return true;
-      });
+      assert.throws(
+        () => parseQuery("x".repeat(500) + "=1", ALLOWED),
+        (err: unknown) => {
+          assert.ok(err instanceof WireError);
+          assert.ok(!err.message.includes("x".repeat(33)), err.message);
+          assert.equal(err.field, "x".repeat(64));
+          return true;
+        },
+      );
     });
   });
 });

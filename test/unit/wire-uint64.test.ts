@@ -23,27 +23,46 @@ describe("wire/uint64", () => {
   it("UINT64_MAX is 2^64 - 1", () => assert.equal(UINT64_MAX, 2n ** 64n - 1n));
 
   it("format → parse roundtrips for every value in range", () => {
-    fc.assert(fc.property(inRange, (n) => {
-      const s = formatUint64(n);
-      assert.equal(parseUint64(s), n);
-      assert.ok(isUint64(s));
-    }), { numRuns: 2000 });
+    fc.assert(
+      fc.property(inRange, (n) => {
+        const s = formatUint64(n);
+        assert.equal(parseUint64(s), n);
+        assert.ok(isUint64(s));
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it("rejects leading zero, sign, fraction, exponent and whitespace around any value", () => {
-    fc.assert(fc.property(inRange, fc.constantFrom(" ", "\t", "\n", "\u00a0"), (n, ws) => {
-      const s = n.toString();
-      for (const bad of [`0${s}`, `00${s}`, `+${s}`, `-${s}`, `${s}.0`, `${s}.`, `${s}e0`, `${s}E1`, `${ws}${s}`, `${s}${ws}`]) {
-        assert.throws(() => parseUint64(bad), WireError, bad);
-        assert.equal(isUint64(bad), false, bad);
-      }
-    }), { numRuns: 500 });
+    fc.assert(
+      fc.property(inRange, fc.constantFrom(" ", "\t", "\n", "\u00a0"), (n, ws) => {
+        const s = n.toString();
+        for (const bad of [
+          `0${s}`,
+          `00${s}`,
+          `+${s}`,
+          `-${s}`,
+          `${s}.0`,
+          `${s}.`,
+          `${s}e0`,
+          `${s}E1`,
+          `${ws}${s}`,
+          `${s}${ws}`,
+        ]) {
+          assert.throws(() => parseUint64(bad), WireError, bad);
+          assert.equal(isUint64(bad), false, bad);
+        }
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it("rejects every value above the maximum", () => {
-    fc.assert(fc.property(fc.bigInt({ min: UINT64_MAX + 1n, max: 10n ** 40n }), (n) => {
-      agreesWithOracle(n.toString());
-    }));
+    fc.assert(
+      fc.property(fc.bigInt({ min: UINT64_MAX + 1n, max: 10n ** 40n }), (n) => {
+        agreesWithOracle(n.toString());
+      }),
+    );
   });
 
   it("agrees with a BigInt oracle on random digit strings", () => {
@@ -57,13 +76,19 @@ describe("wire/uint64", () => {
   });
 
   it("agrees with the oracle around the maximum", () => {
-    fc.assert(fc.property(fc.bigInt({ min: UINT64_MAX - 1000n, max: UINT64_MAX + 1000n }), (n) => {
-      agreesWithOracle(n.toString());
-    }));
+    fc.assert(
+      fc.property(fc.bigInt({ min: UINT64_MAX - 1000n, max: UINT64_MAX + 1000n }), (n) => {
+        agreesWithOracle(n.toString());
+      }),
+    );
   });
 
   describe("literal inputs", () => {
-    const good: Array<[string, bigint]> = [["0", 0n], ["1", 1n], ["18446744073709551615", UINT64_MAX]];
+    const good: Array<[string, bigint]> = [
+      ["0", 0n],
+      ["1", 1n],
+      ["18446744073709551615", UINT64_MAX],
+    ];
     for (const [s, n] of good) it(`accepts ${s}`, () => assert.equal(parseUint64(s), n));
 
     const bad: Array<[string, string]> = [
@@ -100,12 +125,15 @@ describe("wire/uint64", () => {
     });
 
     it("names the field and echoes at most 32 characters", () => {
-      assert.throws(() => parseUint64("9".repeat(500), "from_sequence"), (err: unknown) => {
-        assert.ok(err instanceof WireError);
-        assert.equal(err.field, "from_sequence");
-        assert.ok(!err.message.includes("9".repeat(33)), err.message);
-        return true;
-      });
+      assert.throws(
+        () => parseUint64("9".repeat(500), "from_sequence"),
+        (err: unknown) => {
+          assert.ok(err instanceof WireError);
+          assert.equal(err.field, "from_sequence");
+          assert.ok(!err.message.includes("9".repeat(33)), err.message);
+          return true;
+        },
+      );
     });
   });
 

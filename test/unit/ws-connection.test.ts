@@ -68,26 +68,55 @@ describe("an event connection whose client never reads", () => {
     ws = new UnreadSocket();
     lines.length = 0;
     const log: Logger = { log: (level, msg, fields) => lines.push(JSON.stringify({ level, msg, ...fields })) };
-    const row = { id: SUB, namespace_id: caller.namespaceId, credential_id: caller.credentialId, queue_id: QUEUE, enabled: 1, pending_count: 0 };
+    const row = {
+      id: SUB,
+      namespace_id: caller.namespaceId,
+      credential_id: caller.credentialId,
+      queue_id: QUEUE,
+      enabled: 1,
+      pending_count: 0,
+    };
     // The hello authenticates the token again (as a ping does).
     const { token, digest } = issueToken(caller.credentialId);
     const credential = {
-      id: caller.credentialId, namespace_id: caller.namespaceId, application_id: caller.applicationId, secret_digest: digest,
-      actions: "events:consume", revoked_at: null, queue_id: QUEUE, queue_name: "q",
+      id: caller.credentialId,
+      namespace_id: caller.namespaceId,
+      application_id: caller.applicationId,
+      secret_digest: digest,
+      actions: "events:consume",
+      revoked_at: null,
+      queue_id: QUEUE,
+      queue_name: "q",
     };
     const pool = {
       query: async (sql: string) =>
-        sql.includes("FROM subscriptions") ? [[row]] : sql.includes("FROM credentials") ? [[credential]] : [{ affectedRows: 1 }],
+        sql.includes("FROM subscriptions")
+          ? [[row]]
+          : sql.includes("FROM credentials")
+            ? [[credential]]
+            : [{ affectedRows: 1 }],
     };
     const deps = {
-      pool, claimPool: pool, log, nodeId: "6".repeat(32), leaseDurationMs: 30000, helloTimeoutMs: 5000, idleTimeoutMs: 60000, recheckMs: 30000,
+      pool,
+      claimPool: pool,
+      log,
+      nodeId: "6".repeat(32),
+      leaseDurationMs: 30000,
+      helloTimeoutMs: 5000,
+      idleTimeoutMs: 60000,
+      recheckMs: 30000,
       scheduler: { request() {}, remove() {} },
       acks: {},
       onBound() {},
       onClosed() {},
     } as unknown as SessionDeps;
     conn = new EventSession(ws as unknown as WebSocket, caller, `Bearer ${token}`, deps);
-    ws.frame({ protocol_version: "1", type: "events.hello", message_id: mid(0), body: { subscription_id: SUB, capacity: 1 } });
+    ws.frame({
+      protocol_version: "1",
+      type: "events.hello",
+      message_id: mid(0),
+      body: { subscription_id: SUB, capacity: 1 },
+    });
     await turns();
     assert.equal(ws.sent[0]?.type, "events.welcome");
   });
@@ -99,7 +128,10 @@ describe("an event connection whose client never reads", () => {
 
   /** An ACK whose proof is not even base64url: answered at once with an error frame, no database. */
   const badAck = (i: number) => ({
-    protocol_version: "1", type: "event.ack", message_id: mid(i), session_id: ws.sent[0]!.session_id,
+    protocol_version: "1",
+    type: "event.ack",
+    message_id: mid(i),
+    session_id: ws.sent[0]!.session_id,
     body: { delivery_id: SUB, epoch: "1", lease_secret: "!" },
   });
 
@@ -115,7 +147,11 @@ describe("an event connection whose client never reads", () => {
       await turns();
       assert.ok(ws.sent.length <= 101);
     }
-    assert.deepEqual(ws.sent.slice(1).map((f) => f.reply_to), Array.from({ length: 100 }, (_, i) => mid(i + 1)), "every frame answered, in order");
+    assert.deepEqual(
+      ws.sent.slice(1).map((f) => f.reply_to),
+      Array.from({ length: 100 }, (_, i) => mid(i + 1)),
+      "every frame answered, in order",
+    );
     assert.ok(ws.sent.slice(1).every((f) => f.type === "error"));
     ws.flush();
     await turns();

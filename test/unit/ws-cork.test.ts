@@ -26,7 +26,9 @@ describe("corkForTurn", () => {
   });
 
   /** Sends `n` frames from the server in one turn; what the client got, and the server socket's state during the turn. */
-  async function sendTurn(n: number): Promise<{ messages: number[]; callbacks: number; corkedInTurn: number; heldInTurn: number; corkedAfter: number }> {
+  async function sendTurn(
+    n: number,
+  ): Promise<{ messages: number[]; callbacks: number; corkedInTurn: number; heldInTurn: number; corkedAfter: number }> {
     const socket = (server as unknown as { _socket: Socket })._socket;
     const messages: number[] = [];
     const all = new Promise<void>((resolve) => {

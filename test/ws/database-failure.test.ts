@@ -37,13 +37,16 @@ describe("when the database goes away", function () {
 
   it("answers UNAVAILABLE over HTTP and WebSocket, then recovers by itself", async () => {
     const api = client(node.url, cred.token);
-    const sub = (await api.post("/v1/subscriptions", { name: "s", queue_id: cred.queues[0]!.id })).json.data.subscription.id;
+    const sub = (await api.post("/v1/subscriptions", { name: "s", queue_id: cred.queues[0]!.id })).json.data
+      .subscription.id;
     const s = await connect(node.url, { token: cred.token });
     await s.hello(sub, 1);
     const count = async () => {
       const c = await db.connect();
       try {
-        const [[t]] = (await c.query("SELECT (SELECT COUNT(*) FROM tasks) + (SELECT COUNT(*) FROM result_events) + (SELECT COUNT(*) FROM idempotency_keys) AS n")) as any;
+        const [[t]] = (await c.query(
+          "SELECT (SELECT COUNT(*) FROM tasks) + (SELECT COUNT(*) FROM result_events) + (SELECT COUNT(*) FROM idempotency_keys) AS n",
+        )) as any;
         return Number(t.n);
       } finally {
         await c.end();
@@ -64,11 +67,18 @@ describe("when the database goes away", function () {
     const write = await api.post("/v1/tasks", { queue_id: cred.queues[0]!.id, input: 1 });
     assertError(write, 503, "UNAVAILABLE");
     // The ping, or the connection's own background claim, finds the database gone first.
-    s.send({ protocol_version: "1", type: "events.ping", message_id: "ffffffffffffffffffffffffffffffff", session_id: s.sessionId, body: {} });
+    s.send({
+      protocol_version: "1",
+      type: "events.ping",
+      message_id: "ffffffffffffffffffffffffffffffff",
+      session_id: s.sessionId,
+      body: {},
+    });
     const e = await s.nextOfType("error");
     assert.equal(e.error!.code, "UNAVAILABLE");
     assert.equal((await s.closed).code, 1013);
-    for (const leak of ["ECONN", "PROTOCOL_", "mysql", "SELECT"]) assert.ok(!JSON.stringify([health.json, write.json, e]).includes(leak));
+    for (const leak of ["ECONN", "PROTOCOL_", "mysql", "SELECT"])
+      assert.ok(!JSON.stringify([health.json, write.json, e]).includes(leak));
 
     assert.equal(await count(), rowsBefore, "nothing half-written stays behind");
     proxy.restore();
@@ -129,12 +139,23 @@ describe("when the database goes away", function () {
     try {
       const id = mid();
       s.send({
-        protocol_version: "1", type: "event.ack", message_id: id, session_id: s.sessionId,
-        body: { delivery_id: d.body.delivery.id, epoch: d.body.delivery.lease_epoch, lease_secret: d.body.lease_secret },
+        protocol_version: "1",
+        type: "event.ack",
+        message_id: id,
+        session_id: s.sessionId,
+        body: {
+          delivery_id: d.body.delivery.id,
+          epoch: d.body.delivery.lease_epoch,
+          lease_secret: d.body.lease_secret,
+        },
       });
       const reply = await s.next((f) => f.reply_to === id, 16000).catch((e: unknown) => String(e));
       assert.ok(proxy.stalled, "the ACK's connection went silent");
-      assert.equal(typeof reply === "string" ? reply : reply.error?.code, "UNAVAILABLE", "the ACK is answered within the 10 s answer deadline");
+      assert.equal(
+        typeof reply === "string" ? reply : reply.error?.code,
+        "UNAVAILABLE",
+        "the ACK is answered within the 10 s answer deadline",
+      );
       assert.equal((await closedWithin(s, 2000))?.code, 1013);
       const again = await connect(node.url, { token: cred.token });
       await again.hello(sub, 4);
@@ -156,7 +177,8 @@ describe("when the database goes away", function () {
     const s = await connect(node.url, { token: cred.token });
     await s.hello(sub, 1);
     await sleep(500);
-    const polls = () => node.lines.filter((l) => l.includes('"head poll failed"')).map((l) => Date.parse(JSON.parse(l).time as string));
+    const polls = () =>
+      node.lines.filter((l) => l.includes('"head poll failed"')).map((l) => Date.parse(JSON.parse(l).time as string));
     const before = polls().length;
     proxy.hold();
     await sleep(4000);
@@ -179,7 +201,8 @@ describe("when the database goes away", function () {
     // with them for good. docs/operations.md: "exits 0, within about 10 s and 11 s at most".
     const extra = await startNode(db.urlVia(proxy));
     const api = client(extra.url, cred.token);
-    const sub = (await api.post("/v1/subscriptions", { name: "held", queue_id: cred.queues[0]!.id })).json.data.subscription.id;
+    const sub = (await api.post("/v1/subscriptions", { name: "held", queue_id: cred.queues[0]!.id })).json.data
+      .subscription.id;
     const s = await connect(extra.url, { token: cred.token });
     await s.hello(sub, 1);
     proxy.hold();
@@ -187,13 +210,19 @@ describe("when the database goes away", function () {
       const write = api.post("/v1/tasks", { queue_id: cred.queues[0]!.id, input: 1 }).catch(() => undefined);
       await new Promise((r) => setTimeout(r, 300));
       const started = Date.now();
-      const exited = await Promise.race([extra.stop("SIGTERM"), new Promise((r) => setTimeout(() => r("still running after 20 s"), 20000))]);
+      const exited = await Promise.race([
+        extra.stop("SIGTERM"),
+        new Promise((r) => setTimeout(() => r("still running after 20 s"), 20000)),
+      ]);
       const took = Date.now() - started;
       assert.equal(exited, 0);
       assert.ok(took < 13500, `stopped after ${took} ms`);
       assert.ok([1001, 1013].includes((await s.closed).code), "the event connection is closed");
       const lines = extra.lines.map((l) => JSON.parse(l) as { msg: string });
-      assert.ok(lines.some((l) => l.msg === "shutdown deadline passed: exiting"), "the log says work was left");
+      assert.ok(
+        lines.some((l) => l.msg === "shutdown deadline passed: exiting"),
+        "the log says work was left",
+      );
       await write;
     } finally {
       extra.process.kill("SIGKILL");

@@ -33,12 +33,22 @@ describe("event delivery", function () {
   /** Once every result of the namespace is numbered, `orbit purge` below `before`. */
   async function purge(owner: BootstrapOutput, namespace: string, before: string): Promise<void> {
     await waitSequenced(db, owner.namespace_id);
-    assert.equal((await runCli(["purge", "--namespace", namespace, "--before", before], { ORBIT_DATABASE_URL: db.url })).code, 0);
+    assert.equal(
+      (await runCli(["purge", "--namespace", namespace, "--before", before], { ORBIT_DATABASE_URL: db.url })).code,
+      0,
+    );
   }
   async function row(id: string) {
     const c = await db.connect();
     try {
-      return ((await c.query<any[]>("SELECT state, lease_epoch, attempts, session_id, acknowledged_at FROM deliveries WHERE id = ?", [id]))[0] as any[])[0];
+      return (
+        (
+          await c.query<any[]>(
+            "SELECT state, lease_epoch, attempts, session_id, acknowledged_at FROM deliveries WHERE id = ?",
+            [id],
+          )
+        )[0] as any[]
+      )[0];
     } finally {
       await c.end();
     }
@@ -66,9 +76,16 @@ describe("event delivery", function () {
     const s = await consumer(sub, 5);
     const got: Frame[] = [];
     for (let i = 0; i < 3; i++) got.push(await s.nextOfType("event.deliver"));
-    assert.deepEqual(got.map((f) => f.body.event.aggregate_id), tasks, "in sequence order");
+    assert.deepEqual(
+      got.map((f) => f.body.event.aggregate_id),
+      tasks,
+      "in sequence order",
+    );
     const seqs = got.map((f) => Number(f.body.event.sequence));
-    assert.deepEqual([...seqs].sort((a, b) => a - b), seqs);
+    assert.deepEqual(
+      [...seqs].sort((a, b) => a - b),
+      seqs,
+    );
     const d = got[0]!;
     assert.equal(d.session_id, s.sessionId);
     assert.equal(d.reply_to, undefined);
@@ -78,10 +95,20 @@ describe("event delivery", function () {
     assert.equal(d.body.delivery.event_id, d.body.event.id);
     assert.match(d.body.lease_secret, /^[A-Za-z0-9_-]{43}$/);
     const stored = await row(d.body.delivery.id);
-    assert.deepEqual([stored.state, String(stored.lease_epoch), stored.session_id], ["LEASED", "1", s.sessionId], "persisted before it was sent");
+    assert.deepEqual(
+      [stored.state, String(stored.lease_epoch), stored.session_id],
+      ["LEASED", "1", s.sessionId],
+      "persisted before it was sent",
+    );
     const a = await s.ack(d);
     assert.equal(a.type, "ack");
-    assert.deepEqual(Object.keys(a.body).sort(), ["acknowledged_at", "deduplicated", "delivery_id", "epoch", "event_id"]);
+    assert.deepEqual(Object.keys(a.body).sort(), [
+      "acknowledged_at",
+      "deduplicated",
+      "delivery_id",
+      "epoch",
+      "event_id",
+    ]);
     assert.equal(a.body.deduplicated, false);
     assert.equal(a.body.event_id, d.body.event.id);
     assert.equal((await row(d.body.delivery.id)).state, "ACKED", "durable when confirmed");
@@ -94,8 +121,15 @@ describe("event delivery", function () {
     const claimNext = async () => (await worker("/v1/worker/claim", { queue_id: q })).json.data.attempt_id as string;
     const [cancelled] = await results(q, 1);
     const t = (await api.post("/v1/tasks", { queue_id: q, input: 1 })).json.data.task;
-    assert.equal((await worker(`/v1/worker/attempts/${await claimNext()}:requeue`, { reason: "shutting down" })).status, 200, "task.requeued");
-    assert.equal((await worker(`/v1/worker/attempts/${await claimNext()}:complete`, { outcome: "succeeded" })).status, 200);
+    assert.equal(
+      (await worker(`/v1/worker/attempts/${await claimNext()}:requeue`, { reason: "shutting down" })).status,
+      200,
+      "task.requeued",
+    );
+    assert.equal(
+      (await worker(`/v1/worker/attempts/${await claimNext()}:complete`, { outcome: "succeeded" })).status,
+      200,
+    );
     await results(q, 1);
     await waitSequenced(db, cred.namespace_id);
     const s = await consumer(sub, 5);
@@ -108,8 +142,14 @@ describe("event delivery", function () {
     assert.equal(view.pending_count, 1);
     const c = await db.connect();
     try {
-      const [[stream]] = (await c.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [cred.namespace_id])) as any;
-      assert.equal(view.cursor_sequence, String(stream.head_sequence), "the cursor passed the events it does not deliver");
+      const [[stream]] = (await c.query("SELECT head_sequence FROM namespace_streams WHERE namespace_id = ?", [
+        cred.namespace_id,
+      ])) as any;
+      assert.equal(
+        view.cursor_sequence,
+        String(stream.head_sequence),
+        "the cursor passed the events it does not deliver",
+      );
       const [rows] = await c.query<any[]>("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ?", [sub]);
       assert.equal(Number(rows[0].n), 1, "only the matching event was materialised");
     } finally {
@@ -143,7 +183,14 @@ describe("event delivery", function () {
       assert.equal(rows.length, 1, "one ACK audit record");
       const audit = rows[0];
       assert.deepEqual(
-        [audit.credential_id, audit.subscription_id, audit.details, audit.reason, String(audit.revision_before), String(audit.revision_after)],
+        [
+          audit.credential_id,
+          audit.subscription_id,
+          audit.details,
+          audit.reason,
+          String(audit.revision_before),
+          String(audit.revision_after),
+        ],
         [cred.credential_id, sub, '{"epoch":"1","state_before":"LEASED"}', null, "2", "3"],
         "who, what and the revisions it moved",
       );
@@ -163,19 +210,37 @@ describe("event delivery", function () {
     const b = await s.nextOfType("event.deliver");
     const id = mid();
     const ackUnder = (d: Frame) => ({
-      protocol_version: "1", type: "event.ack", message_id: id, session_id: s.sessionId,
+      protocol_version: "1",
+      type: "event.ack",
+      message_id: id,
+      session_id: s.sessionId,
       body: { delivery_id: d.body.delivery.id, epoch: d.body.delivery.lease_epoch, lease_secret: d.body.lease_secret },
     });
     s.send(ackUnder(a));
     const ra = await s.next((f) => f.reply_to === id);
     s.send(ackUnder(b));
     const rb = await s.next((f) => f.reply_to === id);
-    assert.deepEqual([ra.type, ra.body?.delivery_id, ra.body?.deduplicated], ["ack", a.body.delivery.id, false], JSON.stringify(ra));
-    assert.deepEqual([rb.type, rb.body?.delivery_id, rb.body?.deduplicated], ["ack", b.body.delivery.id, false], `a message_id seen before is no replay: ${JSON.stringify(rb)}`);
-    assert.ok(ra.message_id !== id && rb.message_id !== id && ra.message_id !== rb.message_id, "each answer has a new message_id");
+    assert.deepEqual(
+      [ra.type, ra.body?.delivery_id, ra.body?.deduplicated],
+      ["ack", a.body.delivery.id, false],
+      JSON.stringify(ra),
+    );
+    assert.deepEqual(
+      [rb.type, rb.body?.delivery_id, rb.body?.deduplicated],
+      ["ack", b.body.delivery.id, false],
+      `a message_id seen before is no replay: ${JSON.stringify(rb)}`,
+    );
+    assert.ok(
+      ra.message_id !== id && rb.message_id !== id && ra.message_id !== rb.message_id,
+      "each answer has a new message_id",
+    );
     assert.equal((await row(b.body.delivery.id)).state, "ACKED");
     const again = await s.ack(a);
-    assert.deepEqual([again.type, again.body?.deduplicated, again.body?.acknowledged_at], ["ack", true, ra.body!.acknowledged_at], "the proof, not the message_id, is what dedupes");
+    assert.deepEqual(
+      [again.type, again.body?.deduplicated, again.body?.acknowledged_at],
+      ["ack", true, ra.body!.acknowledged_at],
+      "the proof, not the message_id, is what dedupes",
+    );
     assert.equal((await api.get(`/v1/subscriptions/${sub}`)).json.data.pending_count, 0);
   });
 
@@ -232,7 +297,9 @@ describe("event delivery", function () {
       const first = await a.nextOfType("event.deliver");
       const c = await db.connect();
       try {
-        await c.query("UPDATE deliveries SET lease_until = NOW(3) - INTERVAL 1 SECOND WHERE id = ?", [first.body.delivery.id]);
+        await c.query("UPDATE deliveries SET lease_until = NOW(3) - INTERVAL 1 SECOND WHERE id = ?", [
+          first.body.delivery.id,
+        ]);
       } finally {
         await c.end();
       }
@@ -258,7 +325,11 @@ describe("event delivery", function () {
     const d = await s1.nextOfType("event.deliver");
     // Pause: no claim runs, so nothing replaces the lease after it runs out.
     const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
-    await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "pause" });
+    await api.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: cur.revision,
+      enabled: false,
+      reason: "pause",
+    });
     s1.ws.terminate();
     await sleep(LEASE_MS + 300);
     // Protocol §4: while paused nothing recovers the lease, so it still shows LEASED past its
@@ -268,11 +339,18 @@ describe("event delivery", function () {
     const stale = (await api.get(path)).json.data.delivery;
     assert.equal(stale.state, "LEASED");
     assert.ok(Date.parse(stale.lease_until) < Date.now(), "past its deadline");
-    const refused = await api.post(`${path}:retry`, { expected_revision: stale.revision, reason: "lease ran out", additional_attempts: 1 });
+    const refused = await api.post(`${path}:retry`, {
+      expected_revision: stale.revision,
+      reason: "lease ran out",
+      additional_attempts: 1,
+    });
     assert.equal(refused.status, 409, refused.text);
     assert.equal(refused.json.error.code, "STATE_CONFLICT");
     const listed = (await api.get(`/v1/subscriptions/${sub}/deliveries?state=LEASED`)).json.data.items;
-    assert.deepEqual(listed.map((x: { id: string }) => x.id), [stale.id]);
+    assert.deepEqual(
+      listed.map((x: { id: string }) => x.id),
+      [stale.id],
+    );
     assert.deepEqual((await api.get(path)).json.data.delivery, stale, "reads and the refused retry changed nothing");
     const s2 = await consumer(sub, 1);
     const late = await s2.ack(d);
@@ -297,7 +375,9 @@ describe("event delivery", function () {
     assert.equal((await row(b.body.delivery.id)).state, "ACKED");
     const detail = (await api.get(`/v1/subscriptions/${sub}/deliveries/${a.body.delivery.id}`)).json.data.delivery;
     const retry = await api.post(`/v1/subscriptions/${sub}/deliveries/${a.body.delivery.id}:retry`, {
-      expected_revision: detail.revision, reason: "receiver repaired", additional_attempts: 1,
+      expected_revision: detail.revision,
+      reason: "receiver repaired",
+      additional_attempts: 1,
     });
     assert.equal(retry.status, 200, retry.text);
     const again = await s.nextOfType("event.deliver", LEASE_MS * 4);
@@ -313,15 +393,27 @@ describe("event delivery", function () {
     const s = await consumer(sub, 3);
     const d = await s.nextOfType("event.deliver");
     const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
-    const paused = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "maintenance" });
+    const paused = await api.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: cur.revision,
+      enabled: false,
+      reason: "maintenance",
+    });
     assert.equal(paused.status, 200);
     await results(q, 2);
     await sleep(800);
     assert.equal(deliveries(s).length, 1, "nothing new while paused");
-    assert.equal((await api.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence, cur.cursor_sequence, "nothing materialised while paused");
+    assert.equal(
+      (await api.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence,
+      cur.cursor_sequence,
+      "nothing materialised while paused",
+    );
     assert.equal((await s.ack(d)).type, "ack", "ACKs still work");
     assert.equal((await s.ping()).body.enabled, false);
-    await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: paused.json.data.subscription.revision, enabled: true, reason: "back" });
+    await api.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: paused.json.data.subscription.revision,
+      enabled: true,
+      reason: "back",
+    });
     await s.nextOfType("event.deliver", 5000);
     await s.nextOfType("event.deliver", 5000);
   });
@@ -347,7 +439,8 @@ describe("event delivery", function () {
     const other = await bootstrap(db.url, { namespace: "gap", application: "app", queues: ["q"], eventAccess: true });
     const api2 = client(node.url, other.token);
     const q = other.queues[0]!.id;
-    const sub = (await api2.post("/v1/subscriptions", { name: "gap", queue_id: q, max_pending: 1 })).json.data.subscription.id;
+    const sub = (await api2.post("/v1/subscriptions", { name: "gap", queue_id: q, max_pending: 1 })).json.data
+      .subscription.id;
     await cancelledResults(api2, q, 3);
     await purge(other, "gap", "3");
     const s = await connect(node.url, { token: other.token });
@@ -359,22 +452,36 @@ describe("event delivery", function () {
     assert.equal(e.session_id, s.sessionId);
     assert.equal((await s.closed).code, 1008);
     assert.equal(deliveries(s).length, 0);
-    assert.equal((await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence, "0", "the cursor did not jump");
+    assert.equal(
+      (await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence,
+      "0",
+      "the cursor did not jump",
+    );
   });
 
   it("costs a subscription nothing when a purge takes only events it would not receive: its cursor moves past them", async () => {
-    const other = await bootstrap(db.url, { namespace: "gap-other", application: "app", queues: ["a", "b"], eventAccess: true });
+    const other = await bootstrap(db.url, {
+      namespace: "gap-other",
+      application: "app",
+      queues: ["a", "b"],
+      eventAccess: true,
+    });
     const api2 = client(node.url, other.token);
     const [a, b] = other.queues.map((x) => x.id) as [string, string];
     const create = async (name: string, queue: string, types?: string[]) =>
-      (await api2.post("/v1/subscriptions", { name, queue_id: queue, ...(types ? { types } : {}) })).json.data.subscription.id as string;
+      (await api2.post("/v1/subscriptions", { name, queue_id: queue, ...(types ? { types } : {}) })).json.data
+        .subscription.id as string;
     const onA = await create("on-a", a);
     const succeededOnB = await create("succeeded-on-b", b, ["task.succeeded"]);
     const allOnB = await create("all-on-b", b);
     await cancelledResults(api2, b, 2); // sequences 1 and 2, cancelled, on b
     await purge(other, "gap-other", "3");
     const cursor = async (sub: string) => (await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence;
-    assert.deepEqual([await cursor(onA), await cursor(succeededOnB), await cursor(allOnB)], ["2", "2", "0"], "only all-on-b lost events");
+    assert.deepEqual(
+      [await cursor(onA), await cursor(succeededOnB), await cursor(allOnB)],
+      ["2", "2", "0"],
+      "only all-on-b lost events",
+    );
     const [task] = await cancelledResults(api2, a, 1); // sequence 3, on a
     const s = await connect(node.url, { token: other.token });
     open.push(s);
@@ -394,15 +501,23 @@ describe("event delivery", function () {
   });
 
   it("purges only when no claim of the namespace is in flight: a claim never materialises after the boundary moved under it", async () => {
-    const other = await bootstrap(db.url, { namespace: "gap-race", application: "app", queues: ["q"], eventAccess: true });
+    const other = await bootstrap(db.url, {
+      namespace: "gap-race",
+      application: "app",
+      queues: ["q"],
+      eventAccess: true,
+    });
     const api2 = client(node.url, other.token);
-    const sub = (await api2.post("/v1/subscriptions", { name: "race", queue_id: other.queues[0]!.id })).json.data.subscription.id;
+    const sub = (await api2.post("/v1/subscriptions", { name: "race", queue_id: other.queues[0]!.id })).json.data
+      .subscription.id;
     await cancelledResults(api2, other.queues[0]!.id, 2);
     await waitSequenced(db, other.namespace_id);
     const boundary = async () => {
       const c = await db.connect();
       try {
-        const [[r]] = (await c.query("SELECT retention_boundary FROM namespace_streams WHERE namespace_id = ?", [other.namespace_id])) as any;
+        const [[r]] = (await c.query("SELECT retention_boundary FROM namespace_streams WHERE namespace_id = ?", [
+          other.namespace_id,
+        ])) as any;
         return String(r.retention_boundary);
       } finally {
         await c.end();
@@ -425,11 +540,21 @@ describe("event delivery", function () {
   });
 
   it("keeps a paused subscription's connection though its history was purged, and reports the gap once it is enabled", async () => {
-    const other = await bootstrap(db.url, { namespace: "gap-paused", application: "app", queues: ["q"], eventAccess: true });
+    const other = await bootstrap(db.url, {
+      namespace: "gap-paused",
+      application: "app",
+      queues: ["q"],
+      eventAccess: true,
+    });
     const api2 = client(node.url, other.token);
     const q = other.queues[0]!.id;
-    const sub = (await api2.post("/v1/subscriptions", { name: "gap", queue_id: q, max_pending: 1 })).json.data.subscription.id;
-    const paused = await api2.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: "1", enabled: false, reason: "maintenance" });
+    const sub = (await api2.post("/v1/subscriptions", { name: "gap", queue_id: q, max_pending: 1 })).json.data
+      .subscription.id;
+    const paused = await api2.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: "1",
+      enabled: false,
+      reason: "maintenance",
+    });
     assert.equal(paused.status, 200);
     await cancelledResults(api2, q, 3);
     await purge(other, "gap-paused", "3");
@@ -439,19 +564,37 @@ describe("event delivery", function () {
     // The claim after hello and the periodic ones (every lease, 700 ms) find it paused.
     await sleep(3 * LEASE_MS);
     assert.equal((await s.ping()).body.enabled, false);
-    assert.deepEqual(s.frames.filter((f) => f.type === "error"), [], "no error while paused");
-    await api2.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: paused.json.data.subscription.revision, enabled: true, reason: "back" });
+    assert.deepEqual(
+      s.frames.filter((f) => f.type === "error"),
+      [],
+      "no error while paused",
+    );
+    await api2.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: paused.json.data.subscription.revision,
+      enabled: true,
+      reason: "back",
+    });
     const e = await s.nextOfType("error", 5000);
     assert.equal(e.error!.code, "EVENT_HISTORY_EXPIRED");
     assert.equal((await s.closed).code, 1008);
-    assert.equal((await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence, "0", "the cursor did not jump");
+    assert.equal(
+      (await api2.get(`/v1/subscriptions/${sub}`)).json.data.cursor_sequence,
+      "0",
+      "the cursor did not jump",
+    );
   });
 
   it("delivers what it materialised before a purged gap — those events are kept for it — then reports the gap", async () => {
-    const other = await bootstrap(db.url, { namespace: "gap-owed", application: "app", queues: ["q"], eventAccess: true });
+    const other = await bootstrap(db.url, {
+      namespace: "gap-owed",
+      application: "app",
+      queues: ["q"],
+      eventAccess: true,
+    });
     const api2 = client(node.url, other.token);
     const q = other.queues[0]!.id;
-    const sub = (await api2.post("/v1/subscriptions", { name: "owed", queue_id: q, max_pending: 3 })).json.data.subscription.id;
+    const sub = (await api2.post("/v1/subscriptions", { name: "owed", queue_id: q, max_pending: 3 })).json.data
+      .subscription.id;
     const tasks = await cancelledResults(api2, q, 4);
     await waitSequenced(db, other.namespace_id);
     // The first claim materialises 3 (max_pending) and leases the first to a consumer that
@@ -481,7 +624,11 @@ describe("event delivery", function () {
       assert.equal((await s2.ack(f)).type, "ack");
     }
     assert.equal((await s2.closed).code, 1008);
-    assert.deepEqual(got.map((f) => f.body.event.aggregate_id).sort(), tasks.slice(0, 3).sort(), "everything owed before the gap, nothing past it");
+    assert.deepEqual(
+      got.map((f) => f.body.event.aggregate_id).sort(),
+      tasks.slice(0, 3).sort(),
+      "everything owed before the gap, nothing past it",
+    );
     const resent = got.find((f) => f.body.delivery.id === first.body.delivery.id)!;
     assert.equal(resent.body.delivery.lease_epoch, "2");
     const s = (await api2.get(`/v1/subscriptions/${sub}`)).json.data;

@@ -95,7 +95,7 @@ describe("event connections: protection and shutdown", function () {
     // The claims go on once the lock is gone: one of the two connections gets the result.
     const both = open.slice(-2);
     const count = () => both.reduce((n, x) => n + x.frames.filter((f) => f.type === "event.deliver").length, 0);
-    for (const until = Date.now() + 10000; count() < 2; ) {
+    for (const until = Date.now() + 10000; count() < 2;) {
       assert.ok(Date.now() < until, "the second result was delivered after the lock went");
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -103,7 +103,11 @@ describe("event connections: protection and shutdown", function () {
 
   it("processes at most 4 frames of a connection at once (read queue); ACKs wait for their commit outside it, up to 32", async () => {
     const { s, d } = await consuming("read-queue", 1);
-    const ack = { delivery_id: d.body!.delivery.id, epoch: d.body!.delivery.lease_epoch, lease_secret: d.body!.lease_secret };
+    const ack = {
+      delivery_id: d.body!.delivery.id,
+      epoch: d.body!.delivery.lease_epoch,
+      lease_secret: d.body!.lease_secret,
+    };
     const acks: string[] = [];
     /** ACKs, then a ping, in one TCP segment, so that the server reads them in one go. */
     const burst = (n: number): string => {
@@ -111,7 +115,13 @@ describe("event connections: protection and shutdown", function () {
       socket.cork();
       for (let i = 0; i < n; i++) {
         acks.push(mid());
-        s.send({ protocol_version: "1", type: "event.ack", message_id: acks[acks.length - 1], session_id: s.sessionId, body: ack });
+        s.send({
+          protocol_version: "1",
+          type: "event.ack",
+          message_id: acks[acks.length - 1],
+          session_id: s.sessionId,
+          body: ack,
+        });
       }
       const pingId = mid();
       s.send({ protocol_version: "1", type: "events.ping", message_id: pingId, session_id: s.sessionId, body: {} });
@@ -120,14 +130,19 @@ describe("event connections: protection and shutdown", function () {
     };
     const ackReplies = () => s.frames.filter((f) => acks.includes(f.reply_to!));
     /** Every ACK of the delivery waits on its row lock during `stuck`. */
-    const acksStuck = (stuck: () => Promise<void>) => whileLocked("SELECT id FROM deliveries WHERE id = ? FOR UPDATE", d.body!.delivery.id, stuck);
+    const acksStuck = (stuck: () => Promise<void>) =>
+      whileLocked("SELECT id FROM deliveries WHERE id = ? FOR UPDATE", d.body!.delivery.id, stuck);
     // 36 ACKs and a ping at once: 32 ACKs wait for their commit without a read slot, the
     // next 4 hold the 4 slots while they wait, and the ping waits its turn behind them.
     let ping = "";
     await acksStuck(async () => {
       ping = burst(36);
       await new Promise((r) => setTimeout(r, 700));
-      assert.deepEqual(s.frames.filter((f) => f.reply_to === ping), [], "the ping waited behind the 4 ACKs in the queue");
+      assert.deepEqual(
+        s.frames.filter((f) => f.reply_to === ping),
+        [],
+        "the ping waited behind the 4 ACKs in the queue",
+      );
       assert.deepEqual(ackReplies(), [], "no ACK answered before its commit");
     });
     // Once the lock goes, every frame is answered, each ACK after its commit: one of them
@@ -153,14 +168,19 @@ describe("event connections: protection and shutdown", function () {
     // connection open, by counting the one still being authenticated after it.
     const small = await startNode(db.url, { ORBIT_DB_POOL_SIZE: "1", ORBIT_MAX_CONNECTIONS: "1" });
     try {
-      const sub = (await api.post("/v1/subscriptions", { name: "limit", queue_id: q })).json.data.subscription.id as string;
+      const sub = (await api.post("/v1/subscriptions", { name: "limit", queue_id: q })).json.data.subscription
+        .id as string;
       const stranger = `orbit_${"0".repeat(32)}_${"A".repeat(43)}`;
       const pause = () => new Promise((r) => setTimeout(r, 250));
       const strangers: Promise<UpgradeRefusal>[] = [];
       let valid: Promise<TestSocket> | undefined;
       let held: Promise<unknown> | undefined;
       await whileLocked("SELECT id FROM subscriptions WHERE id = ? FOR UPDATE", sub, async () => {
-        held = client(small.url, cred.token).post(`/v1/subscriptions/${sub}:configure`, { expected_revision: "1", enabled: true, reason: "r" });
+        held = client(small.url, cred.token).post(`/v1/subscriptions/${sub}:configure`, {
+          expected_revision: "1",
+          enabled: true,
+          reason: "r",
+        });
         await pause();
         strangers.push(refusal(connect(small.url, { token: stranger })));
         await pause();
@@ -213,7 +233,10 @@ describe("event connections: protection and shutdown", function () {
     );
     try {
       for (let i = 0; i < 50 && !received.includes("\x88"); i++) await new Promise((r) => setTimeout(r, 50));
-      assert.ok(received.startsWith("HTTP/1.1 101 ") && received.includes("\x88"), "upgraded, then closed by the node (no hello)");
+      assert.ok(
+        received.startsWith("HTTP/1.1 101 ") && received.includes("\x88"),
+        "upgraded, then closed by the node (no hello)",
+      );
       const started = Date.now();
       assert.equal(await extra.stop("SIGTERM"), 0);
       const took = Date.now() - started;

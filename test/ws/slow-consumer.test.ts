@@ -29,14 +29,19 @@ describe("a consumer that stops reading", function () {
     const api = client(node.url, cred.token);
     const q = cred.queues[0]!.id;
     const sub = (await api.post("/v1/subscriptions", { name: "slow", queue_id: q })).json.data.subscription.id;
-    const otherSub = (await api.post("/v1/subscriptions", { name: "other", queue_id: cred.queues[1]!.id })).json.data.subscription.id;
+    const otherSub = (await api.post("/v1/subscriptions", { name: "other", queue_id: cred.queues[1]!.id })).json.data
+      .subscription.id;
     // 32 results of ~240 KiB (under the 256 KiB result limit): far more than the socket
     // buffers hold.
     const big = JSON.stringify({ blob: "x".repeat(240 * 1024) });
     for (let i = 0; i < 32; i++) {
       await api.post("/v1/tasks", { queue_id: q, input: i });
       const c = (await api.post("/v1/worker/claim", { queue_id: q }, null)).json.data;
-      const done = await api.post(`/v1/worker/attempts/${c.attempt_id}:complete`, `{"outcome":"succeeded","result":${big}}`, null);
+      const done = await api.post(
+        `/v1/worker/attempts/${c.attempt_id}:complete`,
+        `{"outcome":"succeeded","result":${big}}`,
+        null,
+      );
       assert.equal(done.status, 200, done.text.slice(0, 200));
     }
     const healthy = await connect(node.url, { token: cred.token });
@@ -61,7 +66,10 @@ describe("a consumer that stops reading", function () {
     assert.ok(pings >= 5, `the healthy connection kept working (${pings} pings)`);
     const c = await db.connect();
     try {
-      const [rows] = await c.query<any[]>("SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'LEASED'", [sub]);
+      const [rows] = await c.query<any[]>(
+        "SELECT COUNT(*) AS n FROM deliveries WHERE subscription_id = ? AND state = 'LEASED'",
+        [sub],
+      );
       assert.ok(Number(rows[0].n) > 0, "its leases stay for recovery");
     } finally {
       await c.end();

@@ -58,22 +58,37 @@ describe("event connections woken by subscription calls", function () {
     const { q, sub } = await queueWithSubscription(db, cred, api);
     const s = await consumer(sub, 5);
     const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
-    const paused = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "maintenance" });
+    const paused = await api.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: cur.revision,
+      enabled: false,
+      reason: "maintenance",
+    });
     assert.equal(paused.status, 200, paused.text);
     const tasks = await cancelledResults(api, q, 2);
     await waitSequenced(db, cred.namespace_id);
     // The results woke the connection; its claim found the subscription paused.
     await sleep(500);
     assert.equal(deliveries(s).length, 0, "nothing while paused");
-    const stale = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: true, reason: "back" });
+    const stale = await api.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: cur.revision,
+      enabled: true,
+      reason: "back",
+    });
     assert.equal(stale.status, 409, stale.text);
     assert.equal(stale.json.error.code, "STATE_CONFLICT");
     await sleep(500);
     assert.equal(deliveries(s).length, 0, "a refused resume resumes nothing");
-    const resumed = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: paused.json.data.subscription.revision, enabled: true, reason: "back" });
+    const resumed = await api.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: paused.json.data.subscription.revision,
+      enabled: true,
+      reason: "back",
+    });
     assert.equal(resumed.status, 200, resumed.text);
     const got = [await s.nextOfType("event.deliver", SOON_MS), await s.nextOfType("event.deliver", SOON_MS)];
-    assert.deepEqual(got.map((f) => f.body.event.aggregate_id), tasks);
+    assert.deepEqual(
+      got.map((f) => f.body.event.aggregate_id),
+      tasks,
+    );
   });
 
   it("re-sends a retried EXPIRED delivery at once; a refused retry re-sends nothing", async () => {
@@ -83,18 +98,28 @@ describe("event connections woken by subscription calls", function () {
     const d = await s.nextOfType("event.deliver");
     // Its lease runs out (set in the database instead of waiting 30 s); the claim that the
     // next result wakes recovers it: its one attempt used, it is EXPIRED.
-    await sql("UPDATE deliveries SET lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND WHERE id = ?", [d.body.delivery.id]);
+    await sql("UPDATE deliveries SET lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND WHERE id = ?", [
+      d.body.delivery.id,
+    ]);
     await cancelledResults(api, q, 1);
     const e = await s.nextOfType("event.deliver", SOON_MS);
     assert.equal((await s.ack(e)).type, "ack");
     const [row] = await sql("SELECT state, revision FROM deliveries WHERE id = ?", [d.body.delivery.id]);
     assert.equal(row.state, "EXPIRED");
     const path = `/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}:retry`;
-    const stale = await api.post(path, { expected_revision: d.body.delivery.revision, reason: "repaired", additional_attempts: 1 });
+    const stale = await api.post(path, {
+      expected_revision: d.body.delivery.revision,
+      reason: "repaired",
+      additional_attempts: 1,
+    });
     assert.equal(stale.status, 409, stale.text);
     await sleep(500);
     assert.equal(deliveries(s).length, 2, "a refused retry re-sends nothing");
-    const retried = await api.post(path, { expected_revision: String(row.revision), reason: "repaired", additional_attempts: 1 });
+    const retried = await api.post(path, {
+      expected_revision: String(row.revision),
+      reason: "repaired",
+      additional_attempts: 1,
+    });
     assert.equal(retried.status, 200, retried.text);
     const again = await s.nextOfType("event.deliver", SOON_MS);
     assert.equal(again.body.delivery.id, d.body.delivery.id);
@@ -120,9 +145,12 @@ describe("event connections on another node, at their next ping", function () {
     const read = async () => {
       const text = (await request(node.url, { path: "/metrics" })).text;
       const value = (name: string) => Number(new RegExp(`^${name} (\\d+)`, "m").exec(text)?.[1] ?? NaN);
-      return { count: value("orbit_claim_duration_seconds_count"), busy: value("orbit_claims_in_flight") + value("orbit_claims_waiting") };
+      return {
+        count: value("orbit_claim_duration_seconds_count"),
+        busy: value("orbit_claims_in_flight") + value("orbit_claims_waiting"),
+      };
     };
-    for (let last = await read(), end = Date.now() + SOON_MS; ; ) {
+    for (let last = await read(), end = Date.now() + SOON_MS; ;) {
       await sleep(300);
       const now = await read();
       if (now.busy === 0 && last.busy === 0 && now.count === last.count) return;
@@ -134,7 +162,10 @@ describe("event connections on another node, at their next ping", function () {
   before(async () => {
     db = await freshDatabase("ws_wake_nodes");
     cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["base"], eventAccess: true });
-    [a, b] = await Promise.all([startNode(db.url, { ORBIT_LEASE_DURATION_MS: "30000" }), startNode(db.url, { ORBIT_LEASE_DURATION_MS: "30000" })]);
+    [a, b] = await Promise.all([
+      startNode(db.url, { ORBIT_LEASE_DURATION_MS: "30000" }),
+      startNode(db.url, { ORBIT_LEASE_DURATION_MS: "30000" }),
+    ]);
     api = client(a.url, cred.token); // every call on node A, every connection on node B
   });
   afterEach(async () => {
@@ -158,7 +189,9 @@ describe("event connections on another node, at their next ping", function () {
     // it to EXPIRED (its one attempt used).
     const c = await db.connect();
     try {
-      await c.query("UPDATE deliveries SET lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND WHERE id = ?", [d.body.delivery.id]);
+      await c.query("UPDATE deliveries SET lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND WHERE id = ?", [
+        d.body.delivery.id,
+      ]);
     } finally {
       await c.end();
     }
@@ -172,7 +205,9 @@ describe("event connections on another node, at their next ping", function () {
     const detail = (await api.get(`/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}`)).json.data.delivery;
     assert.equal(detail.state, "EXPIRED");
     const retried = await api.post(`/v1/subscriptions/${sub}/deliveries/${d.body.delivery.id}:retry`, {
-      expected_revision: detail.revision, reason: "repaired", additional_attempts: 1,
+      expected_revision: detail.revision,
+      reason: "repaired",
+      additional_attempts: 1,
     });
     assert.equal(retried.status, 200, retried.text);
     await sleep(500);
@@ -189,16 +224,27 @@ describe("event connections on another node, at their next ping", function () {
     open.push(s);
     assert.equal((await s.hello(sub, 5)).type, "events.welcome");
     const cur = (await api.get(`/v1/subscriptions/${sub}`)).json.data;
-    const paused = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: cur.revision, enabled: false, reason: "maintenance" });
+    const paused = await api.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: cur.revision,
+      enabled: false,
+      reason: "maintenance",
+    });
     assert.equal(paused.status, 200, paused.text);
     const tasks = await cancelledResults(api, q, 2);
     await waitSequenced(db, cred.namespace_id);
     await sleep(500); // node B's head poll woke the connection; its claim found it paused
     assert.equal(deliveries(s).length, 0, "nothing while paused");
-    const resumed = await api.post(`/v1/subscriptions/${sub}:configure`, { expected_revision: paused.json.data.subscription.revision, enabled: true, reason: "back" });
+    const resumed = await api.post(`/v1/subscriptions/${sub}:configure`, {
+      expected_revision: paused.json.data.subscription.revision,
+      enabled: true,
+      reason: "back",
+    });
     assert.equal(resumed.status, 200, resumed.text);
     assert.equal((await s.ping()).body.enabled, true);
     const got = [await s.nextOfType("event.deliver", SOON_MS), await s.nextOfType("event.deliver", SOON_MS)];
-    assert.deepEqual(got.map((f) => f.body.event.aggregate_id), tasks);
+    assert.deepEqual(
+      got.map((f) => f.body.event.aggregate_id),
+      tasks,
+    );
   });
 });

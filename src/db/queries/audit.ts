@@ -27,6 +27,20 @@ export function auditsStatement(records: readonly AuditRecord[]): Statement {
     sql: `INSERT INTO audit_records (id, namespace_id, credential_id, subscription_id, delivery_id, action, details, reason,
                                 revision_before, revision_after, created_at)
      VALUES ?`,
-    params: [records.map((a) => [a.id, a.namespaceId, a.credentialId, a.subscriptionId, a.deliveryId ?? null, a.action, JSON.stringify(a.details), a.reason ?? null, a.revisionBefore, a.revisionAfter, a.at])],
+    params: [
+      records.map((a) => [
+        a.id,
+        a.namespaceId,
+        a.credentialId,
+        a.subscriptionId,
+        a.deliveryId ?? null,
+        a.action,
+        JSON.stringify(a.details),
+        a.reason ?? null,
+        a.revisionBefore,
+        a.revisionAfter,
+        a.at,
+      ]),
+    ],
   };
 }

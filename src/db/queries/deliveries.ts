@@ -30,7 +30,12 @@ export const DELIVERY_COLUMNS = `id, subscription_id, event_id, sequence, revisi
   lease_epoch, lease_until, attempts, attempt_budget, acknowledged_at`;
 
 /** Takes a subscription and a delivery id; returns the delivery only within that subscription. */
-export async function selectDelivery(db: Pool | Tx, subscriptionId: string, id: string, lock = false): Promise<DeliveryRow | undefined> {
+export async function selectDelivery(
+  db: Pool | Tx,
+  subscriptionId: string,
+  id: string,
+  lock = false,
+): Promise<DeliveryRow | undefined> {
   const [rows] = await db.query<(DeliveryRow & RowDataPacket)[]>(
     `SELECT ${DELIVERY_COLUMNS} FROM deliveries WHERE id = ? AND subscription_id = ?${lock ? " FOR UPDATE" : ""}`,
     [id, subscriptionId],
@@ -76,7 +81,13 @@ export async function selectDeliveryPage(
  * Manual retry (docs/protocol.md §4): EXPIRED → PENDING with more budget, available now; attempts,
  * epoch and identity stay. Guarded by state and revision.
  */
-export async function retryDelivery(tx: Tx, id: string, expectedRevision: string, additional: number, now: Date): Promise<boolean> {
+export async function retryDelivery(
+  tx: Tx,
+  id: string,
+  expectedRevision: string,
+  additional: number,
+  now: Date,
+): Promise<boolean> {
   const [res] = await tx.query<ResultSetHeader>(
     `UPDATE deliveries SET state = 'PENDING', attempt_budget = attempt_budget + ?, available_at = ?, lease_until = NULL, revision = revision + 1
       WHERE id = ? AND revision = ? AND state = 'EXPIRED'`,
@@ -171,7 +182,18 @@ export function materialiseStatements(subscriptionId: string, now: Date): Statem
  * so no lease_until and no acknowledged_at), the event's id and sequence (the delivery's
  * event_id and sequence) — 15 columns instead of 23 parsed per row.
  */
-export type ClaimableRow = Pick<DeliveryRow, "id" | "event_id" | "sequence" | "revision" | "created_at" | "available_at" | "lease_epoch" | "attempts" | "attempt_budget"> & {
+export type ClaimableRow = Pick<
+  DeliveryRow,
+  | "id"
+  | "event_id"
+  | "sequence"
+  | "revision"
+  | "created_at"
+  | "available_at"
+  | "lease_epoch"
+  | "attempts"
+  | "attempt_budget"
+> & {
   ev: WireEventRow;
 };
 
@@ -201,11 +223,24 @@ export function claimableStatement(subscriptionId: string, limit: number): State
 
 export function toClaimable(rows: unknown): ClaimableRow[] {
   return (rows as RowDataPacket[]).map((r) => ({
-    id: r.id, event_id: r.event_id, sequence: r.sequence, revision: r.revision, created_at: r.created_at, available_at: r.available_at,
-    lease_epoch: r.lease_epoch, attempts: r.attempts, attempt_budget: r.attempt_budget,
+    id: r.id,
+    event_id: r.event_id,
+    sequence: r.sequence,
+    revision: r.revision,
+    created_at: r.created_at,
+    available_at: r.available_at,
+    lease_epoch: r.lease_epoch,
+    attempts: r.attempts,
+    attempt_budget: r.attempt_budget,
     ev: {
-      id: r.event_id, sequence: r.sequence, type: r.e_type, aggregate_id: r.e_aggregate_id, aggregate_revision: String(r.e_aggregate_revision),
-      occurred_at: r.e_occurred_at, details: r.e_details, snapshot: r.e_snapshot,
+      id: r.event_id,
+      sequence: r.sequence,
+      type: r.e_type,
+      aggregate_id: r.e_aggregate_id,
+      aggregate_revision: String(r.e_aggregate_revision),
+      occurred_at: r.e_occurred_at,
+      details: r.e_details,
+      snapshot: r.e_snapshot,
     },
   }));
 }
@@ -214,23 +249,39 @@ export function toClaimable(rows: unknown): ClaimableRow[] {
  * Leases deliveries to sessions: epoch + 1, attempts + 1, a new secret digest and the
  * holding session each, guarded by state so that a row someone else took is left alone.
  */
-export function leaseStatement(leases: readonly { id: string; digest: Buffer; sessionId: string }[], leaseUntil: Date): Statement {
+export function leaseStatement(
+  leases: readonly { id: string; digest: Buffer; sessionId: string }[],
+  leaseUntil: Date,
+): Statement {
   const cases = leases.map(() => "WHEN ? THEN ?").join(" ");
   return {
     sql: `UPDATE deliveries
         SET state = 'LEASED', lease_epoch = lease_epoch + 1, attempts = attempts + 1, lease_until = ?,
             lease_secret_digest = CASE id ${cases} END, session_id = CASE id ${cases} END, revision = revision + 1
       WHERE id IN (?) AND state = 'PENDING'`,
-    params: [leaseUntil, ...leases.flatMap((l) => [l.id, l.digest]), ...leases.flatMap((l) => [l.id, l.sessionId]), leases.map((l) => l.id)],
+    params: [
+      leaseUntil,
+      ...leases.flatMap((l) => [l.id, l.digest]),
+      ...leases.flatMap((l) => [l.id, l.sessionId]),
+      leases.map((l) => l.id),
+    ],
   };
 }
 
 /** After a lease that matched fewer rows than asked (a late ACK won a row): which ones did it lease? */
-export async function selectLeasedTo(tx: Tx, ids: readonly string[], sessionIds: readonly string[], leaseUntil: Date): Promise<Set<string>> {
+export async function selectLeasedTo(
+  tx: Tx,
+  ids: readonly string[],
+  sessionIds: readonly string[],
+  leaseUntil: Date,
+): Promise<Set<string>> {
   // Its own COMMIT: on the claim pool (autocommit off) the read would otherwise leave a
   // transaction open on the connection.
   const [rows] = await queryAll(tx, [
-    { sql: "SELECT id FROM deliveries WHERE id IN (?) AND state = 'LEASED' AND session_id IN (?) AND lease_until = ?", params: [ids, sessionIds, leaseUntil] },
+    {
+      sql: "SELECT id FROM deliveries WHERE id IN (?) AND state = 'LEASED' AND session_id IN (?) AND lease_until = ?",
+      params: [ids, sessionIds, leaseUntil],
+    },
     { sql: "COMMIT", params: [] },
   ]);
   return new Set((rows as RowDataPacket[]).map((r) => r.id as string));
@@ -266,7 +317,12 @@ export interface ProofRow {
  * an ACK checks, the proofs locked, and whether the credential is revoked (or gone) — an
  * open connection's ACKs check it too, in the same round trip.
  */
-export async function selectProofs(tx: Tx, subscriptionId: string, credentialId: string, ids: readonly string[]): Promise<{ revoked: boolean; proofs: ProofRow[] }> {
+export async function selectProofs(
+  tx: Tx,
+  subscriptionId: string,
+  credentialId: string,
+  ids: readonly string[],
+): Promise<{ revoked: boolean; proofs: ProofRow[] }> {
   const [credential, proofs] = (await queryAll(tx, [
     credentialRevocationStatement(credentialId),
     {
@@ -286,4 +342,3 @@ export function markAckedStatement(ids: readonly string[], now: Date): Statement
     params: [now, ids],
   };
 }
-

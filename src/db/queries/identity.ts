@@ -26,8 +26,13 @@ export async function selectCredentialWithQueues(db: Pool | Tx, id: string): Pro
 export type CredentialWithQueues = CredentialRow & { queues: QueueRow[] };
 
 /** The same for several credentials in one statement (credential-lookups.ts), by id. */
-export async function selectCredentialsWithQueues(db: Pool | Tx, ids: readonly string[]): Promise<Map<string, CredentialWithQueues>> {
-  const [rows] = await db.query<(CredentialRow & { queue_id: string | null; queue_name: string | null } & RowDataPacket)[]>(
+export async function selectCredentialsWithQueues(
+  db: Pool | Tx,
+  ids: readonly string[],
+): Promise<Map<string, CredentialWithQueues>> {
+  const [rows] = await db.query<
+    (CredentialRow & { queue_id: string | null; queue_name: string | null } & RowDataPacket)[]
+  >(
     `SELECT c.id, c.namespace_id, c.application_id, c.secret_digest, c.actions, c.revoked_at,
             q.id AS queue_id, q.name AS queue_name
        FROM credentials c
@@ -40,7 +45,15 @@ export async function selectCredentialsWithQueues(db: Pool | Tx, ids: readonly s
   for (const r of rows) {
     let c = found.get(r.id);
     if (!c) {
-      c = { id: r.id, namespace_id: r.namespace_id, application_id: r.application_id, secret_digest: r.secret_digest, actions: r.actions, revoked_at: r.revoked_at, queues: [] };
+      c = {
+        id: r.id,
+        namespace_id: r.namespace_id,
+        application_id: r.application_id,
+        secret_digest: r.secret_digest,
+        actions: r.actions,
+        revoked_at: r.revoked_at,
+        queues: [],
+      };
       found.set(r.id, c);
     }
     if (r.queue_id !== null) c.queues.push({ id: r.queue_id, name: r.queue_name! });

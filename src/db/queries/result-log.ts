@@ -19,7 +19,10 @@ export interface EventRow {
 export type NewEventRow = Omit<EventRow, "sequence">;
 
 /** The parts of an event its wire form shows (domain/result-log.ts toWireEventJson). */
-export type WireEventRow = Pick<EventRow, "id" | "sequence" | "type" | "aggregate_id" | "aggregate_revision" | "occurred_at" | "details" | "snapshot">;
+export type WireEventRow = Pick<
+  EventRow,
+  "id" | "sequence" | "type" | "aggregate_id" | "aggregate_revision" | "occurred_at" | "details" | "snapshot"
+>;
 
 /**
  * Inserts an event, not yet numbered: the sequencer gives it its sequence after commit.
@@ -34,7 +37,17 @@ export function insertEventStatement(e: NewEventRow): Statement {
     sql: `INSERT INTO result_events
             (id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot)
           VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)`,
-    params: [e.id, e.namespace_id, e.queue_id, e.type, e.aggregate_id, e.aggregate_revision, e.occurred_at, e.details, e.snapshot],
+    params: [
+      e.id,
+      e.namespace_id,
+      e.queue_id,
+      e.type,
+      e.aggregate_id,
+      e.aggregate_revision,
+      e.occurred_at,
+      e.details,
+      e.snapshot,
+    ],
   };
 }
 
@@ -54,7 +67,10 @@ export async function selectStream(db: Pool | Tx, namespaceId: string, lock = fa
 
 /** The stream row, locked: sequencers of one namespace take turns (sequenceBatch). */
 export function lockStreamStatement(namespaceId: string): Statement {
-  return { sql: "SELECT head_sequence, retention_boundary FROM namespace_streams WHERE namespace_id = ? FOR UPDATE", params: [namespaceId] };
+  return {
+    sql: "SELECT head_sequence, retention_boundary FROM namespace_streams WHERE namespace_id = ? FOR UPDATE",
+    params: [namespaceId],
+  };
 }
 
 /**
@@ -72,11 +88,19 @@ export function unsequencedStatement(namespaceId: string, limit: number): Statem
 }
 
 /** Numbers the given tickets head+1, head+2, … in the order given, and moves the head; deferred (tx.ts). */
-export async function assignSequences(tx: Tx, namespaceId: string, tickets: readonly string[], head: bigint): Promise<void> {
+export async function assignSequences(
+  tx: Tx,
+  namespaceId: string,
+  tickets: readonly string[],
+  head: bigint,
+): Promise<void> {
   const cases = tickets.map(() => "WHEN ? THEN ?").join(" ");
   const params: (string | number)[] = [];
   tickets.forEach((t, i) => params.push(t, (head + BigInt(i + 1)).toString()));
-  await defer(tx, { sql: `UPDATE result_events SET sequence = CASE ticket ${cases} END WHERE ticket IN (?)`, params: [...params, tickets] });
+  await defer(tx, {
+    sql: `UPDATE result_events SET sequence = CASE ticket ${cases} END WHERE ticket IN (?)`,
+    params: [...params, tickets],
+  });
   await defer(tx, {
     sql: "UPDATE namespace_streams SET head_sequence = ?, updated_at = UTC_TIMESTAMP(3) WHERE namespace_id = ?",
     params: [(head + BigInt(tickets.length)).toString(), namespaceId],
@@ -92,7 +116,13 @@ export async function selectNamespacesWithUnsequenced(db: Pool): Promise<string[
 }
 
 /** Takes a namespace and a range; returns its numbered events after `after`, up to `upTo`. */
-export async function selectEvents(db: Pool | Tx, namespaceId: string, after: string, upTo: string, limit: number): Promise<EventRow[]> {
+export async function selectEvents(
+  db: Pool | Tx,
+  namespaceId: string,
+  after: string,
+  upTo: string,
+  limit: number,
+): Promise<EventRow[]> {
   const [rows] = await db.query<(EventRow & RowDataPacket)[]>(
     `SELECT id, namespace_id, queue_id, sequence, type, aggregate_id, aggregate_revision, occurred_at, details, snapshot
        FROM result_events
@@ -135,7 +165,12 @@ export async function raiseBoundary(tx: Tx, namespaceId: string, boundary: strin
  * on each sweep, and pass over the rows kept below the boundary for deliveries not yet
  * ACKED too.
  */
-export async function selectFirstSequenceSince(db: Pool, namespaceId: string, after: string, since: Date): Promise<string | undefined> {
+export async function selectFirstSequenceSince(
+  db: Pool,
+  namespaceId: string,
+  after: string,
+  since: Date,
+): Promise<string | undefined> {
   const [rows] = await db.query<RowDataPacket[]>(
     `SELECT sequence FROM result_events FORCE INDEX (result_events_sequence)
       WHERE namespace_id = ? AND sequence > ? AND occurred_at >= ?
@@ -161,4 +196,3 @@ export async function selectEventById(db: Pool | Tx, id: string): Promise<EventR
   );
   return rows[0];
 }
-

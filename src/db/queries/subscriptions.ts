@@ -36,7 +36,11 @@ const COLUMNS = `s.id, s.namespace_id, s.application_id, s.credential_id, s.queu
   s.types, s.cursor_sequence, s.max_pending, s.max_attempts, s.created_at, s.updated_at,
   ${pendingIn("PENDING")} + ${pendingIn("LEASED")} + ${pendingIn("EXPIRED")} AS pending_count`;
 
-export async function selectSubscription(db: Pool | Tx, id: string, lock = false): Promise<SubscriptionRow | undefined> {
+export async function selectSubscription(
+  db: Pool | Tx,
+  id: string,
+  lock = false,
+): Promise<SubscriptionRow | undefined> {
   const [rows] = await db.query<(SubscriptionRow & RowDataPacket)[]>(
     `SELECT ${COLUMNS} FROM subscriptions s WHERE s.id = ?${lock ? " FOR UPDATE" : ""}`,
     [id],
@@ -78,7 +82,10 @@ export interface ClaimStateRow extends SubscriptionRow {
  * committed while the statement waited for the lock is counted, by correlated and
  * uncorrelated subqueries alike (max_pending and capacity depend on it).
  */
-export function claimStateStatement(id: string, q: { now: Date; readyUpTo: number; sessionIds: readonly string[] }): Statement {
+export function claimStateStatement(
+  id: string,
+  q: { now: Date; readyUpTo: number; sessionIds: readonly string[] },
+): Statement {
   // The @orbit_* session variables carry the locked row's values to the statements after
   // it in the same round trip (materialiseStatements): each is assigned once, from its
   // own expression. (MySQL 8 warns that assignments in SELECT are deprecated; MariaDB
@@ -113,12 +120,14 @@ export const resetClaimState: Statement = { sql: "SET @orbit_backlog = NULL", pa
 /** The claim state statement's result: the row, or undefined for an unknown subscription. */
 export function toClaimState(rows: unknown): ClaimStateRow | undefined {
   const r = (rows as ClaimStateRow[])[0];
-  return r && {
-    ...r,
-    head_sequence: String(r.head_sequence),
-    retention_boundary: String(r.retention_boundary),
-    backlog: r.backlog === null ? null : Number(r.backlog),
-  };
+  return (
+    r && {
+      ...r,
+      head_sequence: String(r.head_sequence),
+      retention_boundary: String(r.retention_boundary),
+      backlog: r.backlog === null ? null : Number(r.backlog),
+    }
+  );
 }
 
 /** Takes an owner, a queue and a page position; returns up to limit rows, newest first. */
@@ -146,7 +155,10 @@ export async function selectSubscriptionPage(
 export async function lockNamespaceAndCount(tx: Tx, namespaceId: string): Promise<number> {
   await tx.query("SELECT id FROM namespaces WHERE id = ? FOR UPDATE", [namespaceId]);
   // A locking read: it sees every create committed before we got the lock.
-  const [rows] = await tx.query<RowDataPacket[]>("SELECT COUNT(*) AS n FROM subscriptions WHERE namespace_id = ? LOCK IN SHARE MODE", [namespaceId]);
+  const [rows] = await tx.query<RowDataPacket[]>(
+    "SELECT COUNT(*) AS n FROM subscriptions WHERE namespace_id = ? LOCK IN SHARE MODE",
+    [namespaceId],
+  );
   return Number(rows[0]!.n);
 }
 
@@ -185,7 +197,10 @@ export async function advanceCursorsPastPurge(tx: Tx, namespaceId: string, bound
     [namespaceId, boundary],
   );
   if (lagging.length === 0) return 0;
-  const found = (await queryAll(tx, lagging.map((s) => eventsBetweenStatement(namespaceId, s.queue_id, String(s.cursor_sequence), boundary, s.types)))) as RowDataPacket[][];
+  const found = (await queryAll(
+    tx,
+    lagging.map((s) => eventsBetweenStatement(namespaceId, s.queue_id, String(s.cursor_sequence), boundary, s.types)),
+  )) as RowDataPacket[][];
   const moving = lagging.filter((_, i) => found[i]!.length === 0).map((s) => s.id as string);
   if (moving.length === 0) return 0;
   const [res] = await tx.query<import("mysql2/promise").ResultSetHeader>(
@@ -196,7 +211,13 @@ export async function advanceCursorsPastPurge(tx: Tx, namespaceId: string, bound
 }
 
 /** One row when a subscription's queue has an event of its types in (after, upTo]: a range of result_events_queue, stopping at the first. */
-export function eventsBetweenStatement(namespaceId: string, queueId: string, after: string, upTo: string, types: string): Statement {
+export function eventsBetweenStatement(
+  namespaceId: string,
+  queueId: string,
+  after: string,
+  upTo: string,
+  types: string,
+): Statement {
   return {
     sql: `SELECT 1 FROM result_events FORCE INDEX (result_events_queue)
            WHERE namespace_id = ? AND queue_id = ? AND sequence > ? AND sequence <= ? AND FIND_IN_SET(type, ?)
@@ -206,7 +227,10 @@ export function eventsBetweenStatement(namespaceId: string, queueId: string, aft
 }
 
 export async function nameTaken(tx: Tx, namespaceId: string, name: string): Promise<boolean> {
-  const [rows] = await tx.query<RowDataPacket[]>("SELECT 1 FROM subscriptions WHERE namespace_id = ? AND name = ?", [namespaceId, name]);
+  const [rows] = await tx.query<RowDataPacket[]>("SELECT 1 FROM subscriptions WHERE namespace_id = ? AND name = ?", [
+    namespaceId,
+    name,
+  ]);
   return rows.length > 0;
 }
 
@@ -218,12 +242,31 @@ export async function insertSubscription(
     `INSERT INTO subscriptions (id, namespace_id, application_id, credential_id, queue_id, name, revision, enabled, types,
                                 cursor_sequence, max_pending, max_attempts, created_at, updated_at)
      VALUES (?, ?, ?, ?, ?, ?, 1, TRUE, ?, ?, ?, ?, ?, ?)`,
-    [s.id, s.namespace_id, s.application_id, s.credential_id, s.queue_id, s.name, s.types, s.cursor_sequence, s.max_pending, s.max_attempts, s.created_at, s.created_at],
+    [
+      s.id,
+      s.namespace_id,
+      s.application_id,
+      s.credential_id,
+      s.queue_id,
+      s.name,
+      s.types,
+      s.cursor_sequence,
+      s.max_pending,
+      s.max_attempts,
+      s.created_at,
+      s.created_at,
+    ],
   );
 }
 
 /** Sets enabled and bumps the configuration revision, guarded by the expected revision. */
-export async function updateEnabled(tx: Tx, id: string, expectedRevision: string, enabled: boolean, now: Date): Promise<boolean> {
+export async function updateEnabled(
+  tx: Tx,
+  id: string,
+  expectedRevision: string,
+  enabled: boolean,
+  now: Date,
+): Promise<boolean> {
   const [res] = await tx.query<import("mysql2/promise").ResultSetHeader>(
     "UPDATE subscriptions SET enabled = ?, revision = revision + 1, updated_at = ? WHERE id = ? AND revision = ?",
     [enabled, now, id, expectedRevision],

@@ -40,9 +40,19 @@ export async function insertTask(
     params: [t.id, t.namespaceId, t.queueId, t.maxAttempts, t.input, t.now, t.now, t.now],
   });
   return {
-    id: t.id, namespace_id: t.namespaceId, queue_id: t.queueId, state: "QUEUED", revision: "1", attempts: 0,
-    max_attempts: t.maxAttempts, effect_uncertain: 0, result: null, current_attempt_id: null, lease_until: null,
-    created_at: t.now, updated_at: t.now,
+    id: t.id,
+    namespace_id: t.namespaceId,
+    queue_id: t.queueId,
+    state: "QUEUED",
+    revision: "1",
+    attempts: 0,
+    max_attempts: t.maxAttempts,
+    effect_uncertain: 0,
+    result: null,
+    current_attempt_id: null,
+    lease_until: null,
+    created_at: t.now,
+    updated_at: t.now,
   };
 }
 
@@ -74,7 +84,12 @@ export interface TaskChange {
  */
 export function updateTaskStatement(id: string, expectedRevision: string, c: TaskChange): Statement {
   const sets = [
-    "state = ?", "revision = revision + 1", "effect_uncertain = ?", "current_attempt_id = ?", "lease_until = ?", "updated_at = ?",
+    "state = ?",
+    "revision = revision + 1",
+    "effect_uncertain = ?",
+    "current_attempt_id = ?",
+    "lease_until = ?",
+    "updated_at = ?",
   ];
   const params: unknown[] = [c.state, c.effectUncertain, c.currentAttemptId, c.leaseUntil, c.now];
   if (c.attempts !== undefined) {
@@ -89,7 +104,10 @@ export function updateTaskStatement(id: string, expectedRevision: string, c: Tas
     sets.push("queued_at = ?");
     params.push(c.queuedAt);
   }
-  return { sql: `UPDATE tasks SET ${sets.join(", ")} WHERE id = ? AND revision = ?`, params: [...params, id, expectedRevision] };
+  return {
+    sql: `UPDATE tasks SET ${sets.join(", ")} WHERE id = ? AND revision = ?`,
+    params: [...params, id, expectedRevision],
+  };
 }
 
 /**
@@ -137,7 +155,13 @@ export interface AttemptRow {
 }
 
 /** A claim's new attempt: sent with the task's UPDATE and the COMMIT (worker.ts claimOnce). */
-export function insertAttemptStatement(a: { id: string; taskId: string; number: number; now: Date; leaseUntil: Date }): Statement {
+export function insertAttemptStatement(a: {
+  id: string;
+  taskId: string;
+  number: number;
+  now: Date;
+  leaseUntil: Date;
+}): Statement {
   return {
     sql: "INSERT INTO task_attempts (id, task_id, number, started_at, lease_until) VALUES (?, ?, ?, ?, ?)",
     params: [a.id, a.taskId, a.number, a.now, a.leaseUntil],
@@ -185,7 +209,14 @@ export function attemptsWithTasksStatements(attemptIds: readonly string[]): Stat
 export function attemptsWithTasksFrom([, rows]: readonly RowDataPacket[][]): Map<string, AttemptWithTask> {
   const found = new Map<string, AttemptWithTask>();
   for (const r of rows!) {
-    const attempt: AttemptRow = { id: r.a_id, task_id: r.a_task_id, number: r.a_number, lease_until: r.a_lease_until, ended_by: r.a_ended_by, end_body: r.a_end_body };
+    const attempt: AttemptRow = {
+      id: r.a_id,
+      task_id: r.a_task_id,
+      number: r.a_number,
+      lease_until: r.a_lease_until,
+      ended_by: r.a_ended_by,
+      end_body: r.a_end_body,
+    };
     const { a_id: _1, a_task_id: _2, a_number: _3, a_lease_until: _4, a_ended_by: _5, a_end_body: _6, ...task } = r;
     found.set(attempt.id, { attempt, task: task as TaskRow });
   }
@@ -218,7 +249,9 @@ function attemptsWithTasksStatement(attemptIds: readonly string[]): Statement {
   return {
     sql: `SELECT STRAIGHT_JOIN a.id AS a_id, a.task_id AS a_task_id, a.number AS a_number, a.lease_until AS a_lease_until,
             a.ended_by AS a_ended_by, a.end_body AS a_end_body,
-            ${TASK_COLUMNS.split(",").map((c) => `t.${c.trim()}`).join(", ")}
+            ${TASK_COLUMNS.split(",")
+              .map((c) => `t.${c.trim()}`)
+              .join(", ")}
        FROM task_attempts a FORCE INDEX (PRIMARY) JOIN tasks t FORCE INDEX (PRIMARY) ON t.id = a.task_id
       WHERE a.id IN (?) FOR UPDATE`,
     params: [attemptIds],

@@ -7,7 +7,12 @@ import { getEventsSchema, getOpenapiDocument } from "./contract.js";
 import { cancelTaskHandler, getTask, resolveTaskHandler, submitTask } from "./tasks.js";
 import { claimTask, completeAttempt, requeueAttempt } from "./worker.js";
 import {
-  configureSubscription, createSubscription, getEventDelivery, getSubscription, listEventDeliveries, listSubscriptions,
+  configureSubscription,
+  createSubscription,
+  getEventDelivery,
+  getSubscription,
+  listEventDeliveries,
+  listSubscriptions,
   retryEventDelivery,
 } from "./subscriptions.js";
 

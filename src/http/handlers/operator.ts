@@ -23,12 +23,17 @@ export const getCurrentCredential: Handler<"getCurrentCredential", HandlerContex
       actions: [...caller.actions].sort(),
       // By UTF-16 code unit, as the actions: localeCompare follows the process's locale,
       // so two nodes could answer the same credential in different orders.
-      queues: [...caller.queues].map(([id, name]) => ({ id, name })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+      queues: [...caller.queues]
+        .map(([id, name]) => ({ id, name }))
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     },
   };
 };
 
-export const getLiveness: Handler<"getLiveness", HandlerContext> = async () => ({ status: 200, data: { status: "ok" } });
+export const getLiveness: Handler<"getLiveness", HandlerContext> = async () => ({
+  status: 200,
+  data: { status: "ok" },
+});
 
 /** Ready: the database answers and the schema is the one this code knows. */
 export const getReadiness: Handler<"getReadiness", HandlerContext> = async (_req, ctx) => {

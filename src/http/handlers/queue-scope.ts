@@ -11,7 +11,10 @@ import { wellFormedId } from "../../wire/ids.js";
 type QueueBodied = "submitTask" | "claimTask" | "createSubscription";
 
 /** The request's body, once its queue is known to be in the caller's scope (404 first). */
-export async function bodyOfQueueInScope<K extends QueueBodied>(req: HandlerRequest<K>, caller: Caller): Promise<OperationTypes[K]["body"]> {
+export async function bodyOfQueueInScope<K extends QueueBodied>(
+  req: HandlerRequest<K>,
+  caller: Caller,
+): Promise<OperationTypes[K]["body"]> {
   let body;
   try {
     body = await req.body();
@@ -20,7 +23,8 @@ export async function bodyOfQueueInScope<K extends QueueBodied>(req: HandlerRequ
     // (rawField is the field's JSON text, which the strict parser accepted).
     const sent = req.rawField("queue_id");
     const queueId = sent === undefined ? undefined : wellFormedId(JSON.parse(sent));
-    if (e instanceof OrbitError && e.code === "INVALID_ARGUMENT" && queueId !== undefined) requireQueue(caller, queueId);
+    if (e instanceof OrbitError && e.code === "INVALID_ARGUMENT" && queueId !== undefined)
+      requireQueue(caller, queueId);
     throw e;
   }
   requireQueue(caller, body.queue_id);

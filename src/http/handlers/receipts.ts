@@ -9,7 +9,10 @@ import type { HandlerContext } from "../router.js";
 export const inTransaction = <T>(ctx: HandlerContext, write: (tx: Tx) => Promise<T>): Promise<T> =>
   withTransaction(ctx.pool, write, ctx.signal);
 
-export const answered = <D extends object>(r: Receipt<D>) => ({ status: 200 as const, data: { ...r.data, deduplicated: r.deduplicated } });
+export const answered = <D extends object>(r: Receipt<D>) => ({
+  status: 200 as const,
+  data: { ...r.data, deduplicated: r.deduplicated },
+});
 
 export const created = <D extends object>(r: Receipt<D>) =>
   r.deduplicated

@@ -4,8 +4,11 @@ import type { Handler } from "../../../generated/http/routes.js";
 import { answered, created, inTransaction } from "./receipts.js";
 import { deliveryInScope, getDelivery, listDeliveries, retry } from "../../domain/deliveries.js";
 import {
-  configureSubscription as configure, createSubscription as create, getSubscription as readSubscription,
-  listSubscriptions as list, toWireSubscription,
+  configureSubscription as configure,
+  createSubscription as create,
+  getSubscription as readSubscription,
+  listSubscriptions as list,
+  toWireSubscription,
 } from "../../domain/subscriptions.js";
 import { bodyOfQueueInScope } from "./queue-scope.js";
 import type { HandlerContext } from "../router.js";
@@ -16,16 +19,16 @@ export const createSubscription: Handler<"createSubscription", HandlerContext> =
   const body = await bodyOfQueueInScope(req, caller);
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
-      create(tx, caller, {
-        name: body.name,
-        queueId: body.queue_id,
-        ...(body.types !== undefined ? { types: body.types } : {}),
-        ...(body.from_sequence !== undefined ? { fromSequence: body.from_sequence } : {}),
-        ...(body.max_pending !== undefined ? { maxPending: body.max_pending } : {}),
-        ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
-        key,
-        canonicalBody: req.canonicalBody(),
-      }),
+    create(tx, caller, {
+      name: body.name,
+      queueId: body.queue_id,
+      ...(body.types !== undefined ? { types: body.types } : {}),
+      ...(body.from_sequence !== undefined ? { fromSequence: body.from_sequence } : {}),
+      ...(body.max_pending !== undefined ? { maxPending: body.max_pending } : {}),
+      ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
+      key,
+      canonicalBody: req.canonicalBody(),
+    }),
   );
   return created(receipt);
 };
@@ -50,14 +53,14 @@ export const configureSubscription: Handler<"configureSubscription", HandlerCont
   const body = await req.body();
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
-      configure(tx, caller, {
-        id: req.path.id,
-        expectedRevision: body.expected_revision,
-        enabled: body.enabled,
-        reason: body.reason,
-        key,
-        canonicalBody: req.canonicalBody(),
-      }),
+    configure(tx, caller, {
+      id: req.path.id,
+      expectedRevision: body.expected_revision,
+      enabled: body.enabled,
+      reason: body.reason,
+      key,
+      canonicalBody: req.canonicalBody(),
+    }),
   );
   // Committed: this node's connections of a resumed subscription claim now, not at their
   // next ping or recheck (subscription-signals.ts).
@@ -91,15 +94,15 @@ export const retryEventDelivery: Handler<"retryEventDelivery", HandlerContext> =
   const body = await req.body();
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
-      retry(tx, caller, {
-        subscriptionId: req.path.id,
-        deliveryId: req.path.delivery_id,
-        expectedRevision: body.expected_revision,
-        additionalAttempts: body.additional_attempts,
-        reason: body.reason,
-        key,
-        canonicalBody: req.canonicalBody(),
-      }),
+    retry(tx, caller, {
+      subscriptionId: req.path.id,
+      deliveryId: req.path.delivery_id,
+      expectedRevision: body.expected_revision,
+      additionalAttempts: body.additional_attempts,
+      reason: body.reason,
+      key,
+      canonicalBody: req.canonicalBody(),
+    }),
   );
   // Committed: the delivery is PENDING again; this node's connections claim it now.
   ctx.services.subscriptionSignals.notify(req.path.id);

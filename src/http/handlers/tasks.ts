@@ -4,7 +4,15 @@ import type { Handler } from "../../../generated/http/routes.js";
 import { answered, created, inTransaction } from "./receipts.js";
 import { selectTask } from "../../db/queries/tasks.js";
 import { afterCommit } from "../../domain/services.js";
-import { cancelTask, checkResultSize, getTask as readTask, inScope, resolveTask, submitTask as submit, type WriteEffects } from "../../domain/tasks.js";
+import {
+  cancelTask,
+  checkResultSize,
+  getTask as readTask,
+  inScope,
+  resolveTask,
+  submitTask as submit,
+  type WriteEffects,
+} from "../../domain/tasks.js";
 import type { HandlerContext } from "../router.js";
 import { bodyOfQueueInScope } from "./queue-scope.js";
 
@@ -14,13 +22,13 @@ export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx
   const body = await bodyOfQueueInScope(req, caller);
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
-      submit(tx, caller, {
-        queueId: body.queue_id,
-        inputText: req.rawField("input")!,
-        ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
-        key,
-        canonicalBody: req.canonicalBody(),
-      }),
+    submit(tx, caller, {
+      queueId: body.queue_id,
+      inputText: req.rawField("input")!,
+      ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
+      key,
+      canonicalBody: req.canonicalBody(),
+    }),
   );
   if (!receipt.deduplicated) afterCommit(ctx.services, [], [body.queue_id]);
   return created(receipt);
@@ -38,7 +46,12 @@ export const cancelTaskHandler: Handler<"cancelTask", HandlerContext> = async (r
   const key = req.idempotencyKey();
   const effects: WriteEffects = { appended: false };
   const receipt = await inTransaction(ctx, (tx) =>
-    cancelTask(tx, caller, { taskId: req.path.id, expectedRevision: body.expected_revision, key, canonicalBody: req.canonicalBody() }, effects),
+    cancelTask(
+      tx,
+      caller,
+      { taskId: req.path.id, expectedRevision: body.expected_revision, key, canonicalBody: req.canonicalBody() },
+      effects,
+    ),
   );
   if (effects.appended) afterCommit(ctx.services, [caller.namespaceId], []);
   return answered(receipt);
@@ -53,19 +66,19 @@ export const resolveTaskHandler: Handler<"resolveTask", HandlerContext> = async 
   checkResultSize(resultText);
   const effects: WriteEffects = { appended: false };
   const receipt = await inTransaction(ctx, (tx) =>
-      resolveTask(
-        tx,
-        caller,
-        {
-          taskId: req.path.id,
-          expectedRevision: body.expected_revision,
-          outcome: body.outcome,
-          ...(resultText !== undefined ? { resultText } : {}),
-          key,
-          canonicalBody: req.canonicalBody(),
-        },
-        effects,
-      ),
+    resolveTask(
+      tx,
+      caller,
+      {
+        taskId: req.path.id,
+        expectedRevision: body.expected_revision,
+        outcome: body.outcome,
+        ...(resultText !== undefined ? { resultText } : {}),
+        key,
+        canonicalBody: req.canonicalBody(),
+      },
+      effects,
+    ),
   );
   if (effects.appended) afterCommit(ctx.services, [caller.namespaceId], []);
   return answered(receipt);

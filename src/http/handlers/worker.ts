@@ -31,7 +31,11 @@ export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) 
     if (ctx.clientGone.aborted) return { status: 204 };
     const effects = noEffects();
     const claimed = await claimOnce(ctx.pool, caller, body.queue_id, workerLeaseMs, effects, signal, waited);
-    afterCommit(ctx.services, effects.namespaces, [...effects.queues].filter((q) => q !== body.queue_id || !claimed));
+    afterCommit(
+      ctx.services,
+      effects.namespaces,
+      [...effects.queues].filter((q) => q !== body.queue_id || !claimed),
+    );
     if (claimed) return { status: 200, data: claimed };
     const left = deadline - performance.now();
     if (left <= 0 || queueSignals.isClosed || signal.aborted) return { status: 204 };
@@ -57,7 +61,11 @@ async function readDeferred(read: () => Promise<AttemptRequest>): Promise<() => 
 }
 
 /** Ends the attempt by the worker's call: committed alone or with other calls (attempt-batches.ts). */
-async function endAttempt(ctx: HandlerContext, attemptId: string, request: () => AttemptRequest): Promise<{ task: TaskWire }> {
+async function endAttempt(
+  ctx: HandlerContext,
+  attemptId: string,
+  request: () => AttemptRequest,
+): Promise<{ task: TaskWire }> {
   return { task: await ctx.services.attempts.run({ caller: ctx.caller(), attemptId, request }, ctx.signal) };
 }
 
@@ -66,7 +74,11 @@ export const completeAttempt: Handler<"completeAttempt", HandlerContext> = async
     const body = await req.body();
     const resultText = req.rawField("result");
     checkResultSize(resultText);
-    const call: AttemptCall = { kind: "complete", outcome: body.outcome, ...(resultText !== undefined ? { resultText } : {}) };
+    const call: AttemptCall = {
+      kind: "complete",
+      outcome: body.outcome,
+      ...(resultText !== undefined ? { resultText } : {}),
+    };
     return { call, canonicalBody: req.canonicalBody() };
   });
   return { status: 200, data: await endAttempt(ctx, req.path.attempt_id, request) };
