@@ -27,3 +27,18 @@ export class OrbitNetworkError extends Error {
     super(message);
   }
 }
+
+/** An error frame of the protocol, or a refused upgrade, with the protocol's code. */
+export class OrbitEventError extends Error {
+  override readonly name = "OrbitEventError";
+  constructor(
+    readonly code: ErrorCode | "CONNECTION_CLOSED" | "PROTOCOL_ERROR",
+    message: string,
+    /** The HTTP status of a refused upgrade. */
+    readonly status?: number,
+    /** A refused upgrade's Retry-After (429 CAPACITY_EXCEEDED, 503 UNAVAILABLE), in ms. */
+    readonly retryAfterMs?: number,
+  ) {
+    super(`${code}: ${message}`);
+  }
+}

@@ -5,10 +5,7 @@
 // checked against the generated validators in both directions.
 import { EventEmitter } from "node:events";
 import WebSocket from "ws";
-import { corkForTurn } from "../wire/cork.js";
 import { randomHex } from "../wire/random-hex.js";
-import { parseRetryAfter } from "./retry-after.js";
-import * as frameValidators from "../../generated/ws/validators.js";
 import type {
   AckReceipt,
   ClientFrame,
@@ -17,12 +14,11 @@ import type {
   PingReply,
   ServerFrame,
 } from "../../generated/ws/frames.js";
-import type { ErrorCode, EventDelivery, ResultEvent } from "./types.js";
+import type { EventDelivery, ResultEvent } from "./types.js";
+import { OrbitEventError } from "./errors.js";
+import { opened, parseServer, send } from "./frame-io.js";
 
-type Validate = ((d: unknown) => boolean) & { errors?: unknown };
-const validators = frameValidators as unknown as Record<string, Validate>;
-const validClient = validators.clientFrame!;
-const validServer = validators.serverFrame!;
+export { OrbitEventError };
 
 export const SUBPROTOCOL = "orbit.events.v1";
 
@@ -41,21 +37,6 @@ export interface Delivery {
 
 export type Welcome = EventsWelcome["body"];
 export type { AckReceipt };
-
-/** An error frame of the protocol, or a refused upgrade, with the protocol's code. */
-export class OrbitEventError extends Error {
-  override readonly name = "OrbitEventError";
-  constructor(
-    readonly code: ErrorCode | "CONNECTION_CLOSED" | "PROTOCOL_ERROR",
-    message: string,
-    /** The HTTP status of a refused upgrade. */
-    readonly status?: number,
-    /** A refused upgrade's Retry-After (429 CAPACITY_EXCEEDED, 503 UNAVAILABLE), in ms. */
-    readonly retryAfterMs?: number,
-  ) {
-    super(`${code}: ${message}`);
-  }
-}
 
 export interface EventConnectionOptions {
   readonly baseUrl: string;
@@ -365,45 +346,5 @@ export class EventConnection extends EventEmitter {
       p.reject(c.error ?? new OrbitEventError("CONNECTION_CLOSED", `closed ${c.code}`));
     this.pending.clear();
     this.emit("close", c);
-  }
-}
-
-function opened(ws: WebSocket): Promise<void> {
-  return new Promise((resolve, reject) => {
-    ws.once("open", () => resolve());
-    ws.once("unexpected-response", (_req, res) => {
-      let text = "";
-      res.on("data", (d: Buffer) => (text += d.toString()));
-      res.on("end", () => {
-        let code: ErrorCode | "PROTOCOL_ERROR" = "PROTOCOL_ERROR";
-        let message = `upgrade refused with ${res.statusCode}`;
-        try {
-          const env = JSON.parse(text) as { error?: { code: ErrorCode; message: string } };
-          if (env.error) ({ code, message } = env.error);
-        } catch {
-          /* not an envelope */
-        }
-        reject(new OrbitEventError(code, message, res.statusCode, parseRetryAfter(res.headers["retry-after"])));
-      });
-    });
-    ws.once("error", (e) => reject(new OrbitEventError("CONNECTION_CLOSED", e.message)));
-  });
-}
-
-function send(ws: WebSocket, frame: ClientFrame): void {
-  // Validate what we send: a frame the contract does not allow is a bug here, not there.
-  if (!validClient(frame))
-    throw new OrbitEventError("PROTOCOL_ERROR", `refusing to send an invalid ${frame.type} frame`);
-  corkForTurn(ws);
-  ws.send(JSON.stringify(frame));
-}
-
-function parseServer(data: Buffer, isBinary: boolean): ServerFrame | undefined {
-  if (isBinary) return undefined;
-  try {
-    const f = JSON.parse(data.toString("utf8")) as unknown;
-    return validServer(f) ? (f as ServerFrame) : undefined;
-  } catch {
-    return undefined;
   }
 }
