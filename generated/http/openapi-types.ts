@@ -311,6 +311,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/worker/claims": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim up to max_tasks QUEUED tasks of a queue at once
+         * @description The batch form of claimTask: takes up to max_tasks (1-32) of the queue's oldest QUEUED tasks in one transaction, each RUNNING under an attempt of its own until its lease_until, exactly as that many claimTask calls would. Answers 200 with 1 to max_tasks claims, oldest task first, as soon as at least one task is available (it does not wait to fill max_tasks), or 204 (no body) when none came within wait_ms. Same action, scope, long-poll, revocation, client-gone and deadline rules as claimTask (a queue outside the credential's scope → 404, even for a body that breaks another rule). Not idempotent: a repeated request takes further tasks, and the tasks of an answer that was lost stay RUNNING until their leases run out.
+         */
+        post: operations["claimTasks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/worker/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Finish several attempts in one request
+         * @description The batch form of completeAttempt: 1 to 32 items, each an attempt_id with the body of a completeAttempt call (outcome, result?, error?). Each item is answered in its place, in request order, with the status the single call would answer, in the same order of checks: 404 NOT_FOUND (no such attempt, or one of a queue outside the credential's scope), then 400 INVALID_ARGUMENT (the item's outcome, result or error breaks completeAttempt's rules, or it has another field), then 409 STATE_CONFLICT (a stale attempt, or a lease that ran out, which is recovered first exactly as for the single call); otherwise 200 with the task, as completeAttempt answers. An item refused writes nothing of its own; the accepted items are committed together in one transaction, each with its task change, attempt end and result event, and the answer is sent after that commit. The identical repeat of the call that ended an attempt (the same outcome, result and error, whether it came alone or in a batch) is 200 with the current task and writes nothing. The request as a whole is 400 only when it cannot be read as a list of attempts: a body that is not an object, an unknown top-level field, items missing, not an array, empty or over 32, an item that is not an object or has no well-formed attempt_id, or an attempt_id named twice. 401 and 403 answer for the whole request, as for the single call. The body limit is the usual 512 KiB for the whole request; each item's result is held to completeAttempt's 256 KiB. A request answered 503 was rolled back as a whole, unless its COMMIT was already under way: repeat it identically — every item it completed then answers 200 with nothing written.
+         */
+        post: operations["completeAttempts"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/contract/openapi.yaml": {
         parameters: {
             query?: never;
@@ -802,6 +842,62 @@ export interface components {
         };
         AttemptResult: {
             task: components["schemas"]["Task"];
+        };
+        ClaimTasksRequest: {
+            /** @description A queue in the credential's scope (else 404). */
+            queue_id: components["schemas"]["Id"];
+            /** @description The most tasks to claim; the answer holds 1 to max_tasks claims. */
+            max_tasks: number;
+            /**
+             * @description How long to wait for a first QUEUED task before answering 204 (0: answer at once). The answer comes as soon as at least one task is claimed.
+             * @default 0
+             */
+            wait_ms?: number;
+        };
+        /** @description The tasks claimed, oldest first; each exactly as claimTask answers it. */
+        ClaimTasksResult: {
+            claims: components["schemas"]["ClaimResult"][];
+        };
+        CompleteAttemptsRequest: {
+            /** @description 1 to 32 completions, each naming a different attempt (an attempt_id named twice → 400 for the whole request). An item that is an object with a well-formed attempt_id but otherwise breaks CompleteAttemptsItem is answered 400 in its own place (after its attempt's 404), not the request. */
+            items: components["schemas"]["CompleteAttemptsItem"][];
+        };
+        /** @description One completion: the attempt, and the body completeAttempt takes for it (the same fields and rules; its identical-repeat rule compares these fields, without attempt_id). */
+        CompleteAttemptsItem: {
+            /** @description The attempt to finish (from claimTask or claimTasks). */
+            attempt_id: components["schemas"]["Id"];
+            /**
+             * @description The task becomes SUCCEEDED, FAILED or NEEDS_REVIEW.
+             * @enum {string}
+             */
+            outcome: "succeeded" | "failed" | "needs_review";
+            /** @description Optional result; kept as the raw JSON text sent. At most 256 KiB measured as the JSON string that carries it, as for completeAttempt, else 400 INVALID_ARGUMENT for this item. */
+            result?: components["schemas"]["JsonValue"];
+            /** @description Optional error description (1-1024 Unicode characters), as for completeAttempt. */
+            error?: string;
+        };
+        /** @description One answer per request item, in request order. */
+        CompleteAttemptsResult: {
+            items: components["schemas"]["CompleteAttemptsItemResult"][];
+        };
+        /** @description The answer to one item: `status` 200 with the task (as completeAttempt answers it), or the status completeAttempt would answer with its error (400, 404 or 409). */
+        CompleteAttemptsItemResult: components["schemas"]["CompleteAttemptsItemAccepted"] | components["schemas"]["CompleteAttemptsItemRefused"];
+        /** @description The item's attempt ended as asked (or this was the identical repeat of the call that ended it): its task after the attempt, committed. */
+        CompleteAttemptsItemAccepted: {
+            attempt_id: components["schemas"]["Id"];
+            /** @constant */
+            status: 200;
+            task: components["schemas"]["Task"];
+        };
+        /** @description The item was refused and wrote nothing of its own (but the recovery of a lease that ran out, with 409, as for completeAttempt). */
+        CompleteAttemptsItemRefused: {
+            attempt_id: components["schemas"]["Id"];
+            /**
+             * @description 404 NOT_FOUND, 400 INVALID_ARGUMENT or 409 STATE_CONFLICT, as completeAttempt would answer.
+             * @enum {integer}
+             */
+            status: 400 | 404 | 409;
+            error: components["schemas"]["ErrorInfo"];
         };
         Health: {
             /** @constant */
@@ -1737,6 +1833,96 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    claimTasks: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional. If it is exactly 32 lowercase hex characters the server uses it as the request id; any other value is ignored and the server generates one. */
+                "X-Request-ID"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ClaimTasksRequest"];
+            };
+        };
+        responses: {
+            /** @description One or more tasks were claimed. */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["XRequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        request_id: components["schemas"]["Id"];
+                        data: components["schemas"]["ClaimTasksResult"];
+                    };
+                };
+            };
+            /** @description No QUEUED task within wait_ms. No body. */
+            204: {
+                headers: {
+                    "X-Request-ID": components["headers"]["XRequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["Internal"];
+            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    completeAttempts: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional. If it is exactly 32 lowercase hex characters the server uses it as the request id; any other value is ignored and the server generates one. */
+                "X-Request-ID"?: components["parameters"]["XRequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompleteAttemptsRequest"];
+            };
+        };
+        responses: {
+            /** @description One answer per item, in request order. */
+            200: {
+                headers: {
+                    "X-Request-ID": components["headers"]["XRequestId"];
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        request_id: components["schemas"]["Id"];
+                        data: components["schemas"]["CompleteAttemptsResult"];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["Internal"];

@@ -48,6 +48,20 @@ export const ROUTES = [
     rawContentType: null,
   },
   {
+    operationId: "claimTasks",
+    method: "POST",
+    path: "/v1/worker/claims",
+    routerPath: "/v1/worker/claims",
+    permission: "tasks:work",
+    idempotency: "ignored",
+    transport: "http",
+    hasBody: true,
+    pathParams: [],
+    queryParams: [],
+    successStatuses: [200, 204],
+    rawContentType: null,
+  },
+  {
     operationId: "completeAttempt",
     method: "POST",
     path: "/v1/worker/attempts/{attempt_id}:complete",
@@ -57,6 +71,20 @@ export const ROUTES = [
     transport: "http",
     hasBody: true,
     pathParams: ["attempt_id"],
+    queryParams: [],
+    successStatuses: [200],
+    rawContentType: null,
+  },
+  {
+    operationId: "completeAttempts",
+    method: "POST",
+    path: "/v1/worker/completions",
+    routerPath: "/v1/worker/completions",
+    permission: "tasks:work",
+    idempotency: "ignored",
+    transport: "http",
+    hasBody: true,
+    pathParams: [],
     queryParams: [],
     successStatuses: [200],
     rawContentType: null,
@@ -330,7 +358,7 @@ export const ROUTES = [
 ] as const satisfies readonly RouteSpec[];
 
 export type OperationId = (typeof ROUTES)[number]["operationId"];
-export type HttpOperationId = "cancelTask" | "claimTask" | "completeAttempt" | "configureSubscription" | "createSubscription" | "getCurrentCredential" | "getEventDelivery" | "getEventsSchema" | "getHealth" | "getLiveness" | "getMetrics" | "getOpenapiDocument" | "getReadiness" | "getSubscription" | "getTask" | "listEventDeliveries" | "listSubscriptions" | "requeueAttempt" | "resolveTask" | "retryEventDelivery" | "submitTask";
+export type HttpOperationId = "cancelTask" | "claimTask" | "claimTasks" | "completeAttempt" | "completeAttempts" | "configureSubscription" | "createSubscription" | "getCurrentCredential" | "getEventDelivery" | "getEventsSchema" | "getHealth" | "getLiveness" | "getMetrics" | "getOpenapiDocument" | "getReadiness" | "getSubscription" | "getTask" | "listEventDeliveries" | "listSubscriptions" | "requeueAttempt" | "resolveTask" | "retryEventDelivery" | "submitTask";
 
 export interface OperationTypes {
   cancelTask: {
@@ -345,11 +373,23 @@ export interface OperationTypes {
     body: NonNullable<operations["claimTask"]["requestBody"]>["content"]["application/json"];
     result: { status: 200; data: operations["claimTask"]["responses"][200]["content"]["application/json"]["data"] } | { status: 204 };
   };
+  claimTasks: {
+    path: Record<string, never>;
+    query: Record<string, never>;
+    body: NonNullable<operations["claimTasks"]["requestBody"]>["content"]["application/json"];
+    result: { status: 200; data: operations["claimTasks"]["responses"][200]["content"]["application/json"]["data"] } | { status: 204 };
+  };
   completeAttempt: {
     path: operations["completeAttempt"]["parameters"]["path"];
     query: Record<string, never>;
     body: NonNullable<operations["completeAttempt"]["requestBody"]>["content"]["application/json"];
     result: { status: 200; data: operations["completeAttempt"]["responses"][200]["content"]["application/json"]["data"] };
+  };
+  completeAttempts: {
+    path: Record<string, never>;
+    query: Record<string, never>;
+    body: NonNullable<operations["completeAttempts"]["requestBody"]>["content"]["application/json"];
+    result: { status: 200; data: operations["completeAttempts"]["responses"][200]["content"]["application/json"]["data"] };
   };
   configureSubscription: {
     path: operations["configureSubscription"]["parameters"]["path"];

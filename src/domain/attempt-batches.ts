@@ -1,8 +1,9 @@
-// Group commit for workers' calls (complete, requeue): a call that arrives while the
-// node's batches are in flight waits for one to finish and then goes with every other
-// call waiting, in one transaction of 2 round trips whatever its size (worker.ts,
-// endAttemptCalls). A call that finds the node idle goes at once, alone: batching adds
-// no wait, it only forms under load. Each answer is sent after its batch committed.
+// Group commit for workers' calls (complete, requeue, and the items of a batch
+// completion): a call that arrives while the node's batches are in flight waits for one
+// to finish and then goes with every other call waiting, in one transaction of 2 round
+// trips whatever its size (worker.ts, endAttemptCalls). A call that finds the node idle
+// goes at once, alone: batching adds no wait, it only forms under load. Each answer is
+// sent after its batch committed.
 //
 // Why: a completion alone is one HTTP request and one durable transaction of 2 round
 // trips; on 2 cores the round trips and commits, not the statements, are the cost
@@ -19,8 +20,11 @@ import { endAttemptCalls, type AttemptCallInput, type AttemptCallOutcome } from 
  * 16 workers best (bench/README.md); each holds one connection of the main pool.
  */
 const BATCHES_IN_FLIGHT = 2;
-/** Calls per batch at most: one locked read of this many attempts, ~3 writes each. */
-const MAX_BATCH = 32;
+/**
+ * Calls per batch at most: one locked read of this many attempts, ~3 writes each. Also the
+ * most items of one completeAttempts request, whose calls go in one batch.
+ */
+export const MAX_BATCH = 32;
 
 /**
  * Every read is a locking read of the batch's own rows by primary key: READ COMMITTED
@@ -29,11 +33,15 @@ const MAX_BATCH = 32;
  */
 const ISOLATION = "READ COMMITTED";
 
+/**
+ * Calls that commit together or not at all: one worker call, or the items of one batch
+ * completion (completeAttempts), which a batch never splits.
+ */
 interface Waiting {
-  readonly input: AttemptCallInput;
-  /** The request's deadline: once it fired, the call answered 503 and must not commit. */
+  readonly inputs: readonly AttemptCallInput[];
+  /** The request's deadline: once it fired, the calls answered 503 and must not commit. */
   readonly signal: AbortSignal;
-  readonly resolve: (task: TaskWire) => void;
+  readonly resolve: (outcomes: readonly AttemptCallOutcome[]) => void;
   readonly reject: (e: unknown) => void;
 }
 
@@ -51,21 +59,35 @@ export class AttemptBatches {
   ) {}
 
   /** Ends an attempt by a worker's call; resolves with its task once committed. */
-  run(input: AttemptCallInput, signal: AbortSignal): Promise<TaskWire> {
+  async run(input: AttemptCallInput, signal: AbortSignal): Promise<TaskWire> {
+    const [outcome] = await this.runTogether([input], signal);
+    if (outcome!.error) throw outcome!.error;
+    return toWireTask(outcome!.task);
+  }
+
+  /**
+   * Ends attempts by the calls of one request (at most MAX_BATCH), in one transaction,
+   * possibly with other waiting calls; resolves with what each came to, in order, once
+   * committed. A refused call (404, 400, 409, 401) is an outcome, not a rejection.
+   */
+  runTogether(inputs: readonly AttemptCallInput[], signal: AbortSignal): Promise<readonly AttemptCallOutcome[]> {
+    if (inputs.length < 1 || inputs.length > MAX_BATCH) throw new Error(`${inputs.length} calls cannot go together`);
     return new Promise((resolve, reject) => {
-      this.waiting.push({ input, signal, resolve, reject });
-      attemptCallsWaiting.set(this.waiting.length);
+      this.waiting.push({ inputs, signal, resolve, reject });
       this.next();
     });
   }
 
   private next(): void {
     while (this.inFlight < BATCHES_IN_FLIGHT && this.waiting.length > 0) {
-      const batch = this.waiting.splice(0, MAX_BATCH).filter((w) => {
+      let calls = 0;
+      let taken = 0;
+      while (taken < this.waiting.length && calls + this.waiting[taken]!.inputs.length <= MAX_BATCH)
+        calls += this.waiting[taken++]!.inputs.length;
+      const batch = this.waiting.splice(0, taken).filter((w) => {
         if (w.signal.aborted) w.reject(unavailable());
         return !w.signal.aborted;
       });
-      attemptCallsWaiting.set(this.waiting.length);
       if (batch.length === 0) continue;
       this.inFlight++;
       void this.commit(batch).finally(() => {
@@ -73,10 +95,11 @@ export class AttemptBatches {
         this.next();
       });
     }
+    attemptCallsWaiting.set(this.waiting.reduce((n, w) => n + w.inputs.length, 0));
   }
 
   private async commit(batch: readonly Waiting[]): Promise<void> {
-    attemptBatchSize.observe(batch.length);
+    attemptBatchSize.observe(batch.reduce((n, w) => n + w.inputs.length, 0));
     let outcomes: AttemptCallOutcome[];
     try {
       outcomes = await withTransaction(
@@ -84,7 +107,7 @@ export class AttemptBatches {
         (tx) =>
           endAttemptCalls(
             tx,
-            batch.map((w) => w.input),
+            batch.flatMap((w) => w.inputs),
             () => {
               if (batch.some((w) => w.signal.aborted)) throw new MemberTimedOut();
             },
@@ -96,8 +119,8 @@ export class AttemptBatches {
       if (!(e instanceof MemberTimedOut)) this.mayHaveCommitted(batch);
       if (batch.length === 1)
         return batch[0]!.reject(e instanceof MemberTimedOut ? unavailable() : translateDbError(e));
-      // Rolled back: each call runs again alone, with its own deadline and retries. A
-      // batch saves work; it never changes an answer.
+      // Rolled back: each request's calls run again alone, with its own deadline and
+      // retries. A batch saves work; it never changes an answer.
       await Promise.all(batch.map((w) => this.alone(w)));
       return;
     }
@@ -110,13 +133,13 @@ export class AttemptBatches {
       const deadline = () => {
         if (w.signal.aborted) throw unavailable();
       };
-      const [outcome] = await withTransaction(
+      const outcomes = await withTransaction(
         this.pool,
-        (tx) => endAttemptCalls(tx, [w.input], deadline),
+        (tx) => endAttemptCalls(tx, w.inputs, deadline),
         w.signal,
         ISOLATION,
       );
-      this.settle([w], [outcome!]);
+      this.settle([w], outcomes);
     } catch (e) {
       this.mayHaveCommitted([w]);
       w.reject(translateDbError(e));
@@ -130,7 +153,7 @@ export class AttemptBatches {
    * appends nothing, so it starts no numbering. A pass that finds nothing costs one query.
    */
   private mayHaveCommitted(calls: readonly Waiting[]): void {
-    this.committed(new Set(calls.map((w) => w.input.caller.namespaceId)), []);
+    this.committed(new Set(calls.flatMap((w) => w.inputs.map((i) => i.caller.namespaceId))), []);
   }
 
   private settle(batch: readonly Waiting[], outcomes: readonly AttemptCallOutcome[]): void {
@@ -144,10 +167,10 @@ export class AttemptBatches {
       if (moved.state === "QUEUED") queues.add(moved.queue_id);
     }
     this.committed(namespaces, queues);
-    batch.forEach((w, i) => {
-      const o = outcomes[i]!;
-      if (o.error) w.reject(o.error);
-      else w.resolve(toWireTask(o.task));
-    });
+    let at = 0;
+    for (const w of batch) {
+      w.resolve(outcomes.slice(at, at + w.inputs.length));
+      at += w.inputs.length;
+    }
   }
 }

@@ -91,37 +91,41 @@ export interface ExpiryEffects {
 export const noEffects = (): ExpiryEffects => ({ namespaces: new Set(), queues: new Set() });
 
 /**
- * One claim attempt: recover expired attempts of the queue, then take the oldest QUEUED
- * task. `recheckCredential`: the caller was authenticated before an earlier attempt of
- * the same long-poll, so its credential may have been revoked since; a revoked
- * credential takes no task (docs/tasks.md: a revoked token is 401 UNAUTHENTICATED).
+ * One claim attempt: recover expired attempts of the queue, then take its oldest QUEUED
+ * tasks, at most `maxTasks` (1 for claimTask, up to 32 for claimTasks), each RUNNING under
+ * an attempt of its own; none when the queue has none. `recheckCredential`: the caller
+ * was authenticated before an earlier attempt of the same long-poll, so its credential
+ * may have been revoked since; a revoked credential takes no task (docs/tasks.md: a
+ * revoked token is 401 UNAUTHENTICATED).
  *
- * 2 round trips: [START; the credential's revocation when rechecked; the queue's expired
- * attempts and its oldest QUEUED task, both locked], [the attempt's INSERT, the task's
- * UPDATE and COMMIT], not one per statement. A task an expiry
- * requeues goes to the back of the queue, so the task read first is still the oldest;
- * only when there was none is the queue read again, after the expiry.
+ * 2 round trips whatever `maxTasks`: [START; the credential's revocation when rechecked;
+ * the queue's expired attempts and its oldest QUEUED tasks, all locked], [each attempt's
+ * INSERT and its task's UPDATE, and COMMIT], not one per statement. A task an expiry
+ * requeues goes to the back of the queue, so the tasks read first are still the oldest;
+ * only when they were fewer than asked is the queue read again, after the expiry (the
+ * rows this transaction locked come back in it: SKIP LOCKED skips only others' locks).
  */
-export async function claimOnce(
+export async function claimQueued(
   pool: Pool,
   caller: Caller,
   queueId: string,
+  maxTasks: number,
   workerLeaseMs: number,
   effects: ExpiryEffects,
   signal?: AbortSignal,
   recheckCredential = false,
-): Promise<ClaimResult | undefined> {
+): Promise<ClaimResult[]> {
   return withTransaction(
     pool,
     async (tx) => {
       const now = nowMs();
-      const reads = [expiredStatement(now, EXPIRE_BATCH, queueId), nextQueuedStatement(queueId)];
+      const reads = [expiredStatement(now, EXPIRE_BATCH, queueId), nextQueuedStatement(queueId, maxTasks)];
       if (recheckCredential) reads.unshift(credentialRevocationStatement(caller.credentialId));
       const results = (await queryAll(tx, reads)) as RowDataPacket[][];
       if (recheckCredential && revokedIn(results.shift()!))
         throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
       const [expired, next] = results as [RowDataPacket[], (TaskRow & RowDataPacket)[]];
-      let task: TaskRow | undefined = next[0];
+      let tasks: TaskRow[] = next;
       if (expired.length > 0) {
         await expireTasks(
           tx,
@@ -129,33 +133,35 @@ export async function claimOnce(
           now,
           effects,
         );
-        task ??= await selectNextQueued(tx, queueId);
+        if (tasks.length < maxTasks) tasks = await selectNextQueued(tx, queueId, maxTasks);
       }
-      if (!task || task.namespace_id !== caller.namespaceId) return undefined;
-      const attemptId = newId();
+      tasks = tasks.filter((t) => t.namespace_id === caller.namespaceId);
+      if (tasks.length === 0) return [];
       const leaseUntil = new Date(now.getTime() + workerLeaseMs);
-      const moved = planMove(task, {
-        to: "RUNNING",
-        effectUncertain: false,
-        attempts: task.attempts + 1,
-        currentAttemptId: attemptId,
-        leaseUntil,
-        now,
+      const writes: Statement[] = [];
+      const claims = tasks.map((task): ClaimResult => {
+        const attemptId = newId();
+        const moved = planMove(task, {
+          to: "RUNNING",
+          effectUncertain: false,
+          attempts: task.attempts + 1,
+          currentAttemptId: attemptId,
+          leaseUntil,
+          now,
+        });
+        writes.push(
+          insertAttemptStatement({ id: attemptId, taskId: task.id, number: task.attempts + 1, now, leaseUntil }),
+          ...moved.writes,
+        );
+        return { task: toWireTask(moved.task), attempt_id: attemptId, lease_until: formatTimestamp(leaseUntil) };
       });
       // Checked here, as withTransaction checks before its own COMMIT: a claim whose
       // deadline passed or whose client left rolls back.
       if (signal?.aborted) throw unavailable();
-      const insert = insertAttemptStatement({
-        id: attemptId,
-        taskId: task.id,
-        number: task.attempts + 1,
-        now,
-        leaseUntil,
-      });
-      const written = (await commitAll(tx, [insert, ...moved.writes])) as ResultSetHeader[];
-      // The task is locked by this transaction: its guarded UPDATE changes exactly its row.
-      if (written.some((r) => r.affectedRows !== 1)) throw new Error(`task ${task.id} changed under its lock`);
-      return { task: toWireTask(moved.task), attempt_id: attemptId, lease_until: formatTimestamp(leaseUntil) };
+      const written = (await commitAll(tx, writes)) as ResultSetHeader[];
+      // The tasks are locked by this transaction: each guarded UPDATE changes exactly its row.
+      if (written.some((r) => r.affectedRows !== 1)) throw new Error("a claimed task changed under its lock");
+      return claims;
     },
     signal,
     // Concurrent claimers of one queue: READ COMMITTED takes no gap locks, so claims that

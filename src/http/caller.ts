@@ -10,13 +10,17 @@ import { OrbitError, unauthenticated } from "../wire/errors.js";
 
 /**
  * The operations that authenticate from what the node remembers of the credential, with
- * no lookup of their own (credential-lookups.ts): a worker's call on its attempt, whose
+ * no lookup of their own (credential-lookups.ts): a worker's call on its attempts, whose
  * batch transaction checks every member's credential is not revoked (worker.ts
  * endAttemptCalls). The workers' calls are most of the requests at a high result rate.
  * Not the claim: it comes first in a worker's loop, and its lookup keeps the memory
  * fresh for the calls that follow (a credential's scope widened since is seen at once).
  */
-export const REVOCATION_IN_TRANSACTION: ReadonlySet<string> = new Set(["completeAttempt", "requeueAttempt"]);
+export const REVOCATION_IN_TRANSACTION: ReadonlySet<string> = new Set([
+  "completeAttempt",
+  "completeAttempts",
+  "requeueAttempt",
+]);
 
 /** `remembered`: authenticate from the node's memory (REVOCATION_IN_TRANSACTION). */
 export async function resolveCaller(

@@ -3,6 +3,9 @@ import type { RouteSpec } from "../../generated/http/routes.js";
 import { MAX_CLAIM_WAIT_MS } from "../config/limits.js";
 import { unavailable } from "../wire/errors.js";
 
+/** The worker's claims, single and batch: each may wait up to its wait_ms for work. */
+const LONG_POLLS: ReadonlySet<string> = new Set(["claimTask", "claimTasks"]);
+
 /**
  * The management deadline. A worker claim may long-poll up to MAX_CLAIM_WAIT_MS on
  * purpose, so its deadline is the longest wait plus the same deadline; the claim bounds
@@ -10,7 +13,7 @@ import { unavailable } from "../wire/errors.js";
  * wait_ms — the body is not read yet when the deadline starts).
  */
 export function deadlineMs(route: RouteSpec, requestTimeoutMs: number): number {
-  return route.operationId === "claimTask" ? requestTimeoutMs + MAX_CLAIM_WAIT_MS : requestTimeoutMs;
+  return LONG_POLLS.has(route.operationId) ? requestTimeoutMs + MAX_CLAIM_WAIT_MS : requestTimeoutMs;
 }
 
 /**

@@ -8,7 +8,8 @@
 //   - a target outside the credential's queue scope, or a subscription (and its
 //     deliveries) the credential does not own → 404 NOT_FOUND;
 //   - tasks and worker attempts belong to no credential: any credential of the namespace
-//     whose queue scope holds the task's queue may act on them;
+//     whose queue scope holds the task's queue may act on them; a batch completion
+//     answers an attempt out of scope in its item (200, the item 404);
 //   - getHealth, getOpenapiDocument, getEventsSchema (and the other public operator
 //     endpoints) answer 200 to everyone.
 // Every request body is one that is VALID for the owner, and every write cell gets a
@@ -46,6 +47,7 @@ const LISTED = "200, S listed"; // listSubscriptions answers and includes the ow
 const UNLISTED = "200, S absent"; // answers, but S is not among the items
 const WELCOME = "welcome+ping"; // events.welcome, then events.ping is answered
 const NOT_FOUND_CLOSE = "NOT_FOUND+1008"; // error frame NOT_FOUND, then close 1008
+const ITEM_NOT_FOUND = "200, item 404"; // a batch completion answers, its one item NOT_FOUND
 const ACKED = "ack"; // the ACK is confirmed (deduplicated=false) and the delivery is ACKED
 const LEASE_LOST = "LEASE_LOST"; // on the caller's connection bound to its OWN subscription:
 //                                  error DELIVERY_LEASE_LOST, the connection stays, D unchanged
@@ -59,6 +61,7 @@ type Cell =
   | 404
   | typeof LISTED
   | typeof UNLISTED
+  | typeof ITEM_NOT_FOUND
   | typeof WELCOME
   | typeof NOT_FOUND_CLOSE
   | typeof ACKED
@@ -84,7 +87,9 @@ const MATRIX = {
   cancelTask:            [ 200,      200,             200,             404,             403,      401,    401 ],
   resolveTask:           [ 200,      200,             200,             404,             403,      401,    401 ],
   claimTask:             [ 200,      200,             200,             404,             403,      401,    401 ],
+  claimTasks:            [ 200,      200,             200,             404,             403,      401,    401 ],
   completeAttempt:       [ 200,      200,             200,             404,             403,      401,    401 ],
+  completeAttempts:      [ 200,      200,             200,             ITEM_NOT_FOUND,  403,      401,    401 ],
   requeueAttempt:        [ 200,      200,             200,             404,             403,      401,    401 ],
   getCurrentCredential:  [ 200,      200,             200,             200,             200,      401,    401 ],
   getHealth:             [ 200,      200,             200,             200,             200,      200,    200 ],
@@ -362,6 +367,23 @@ describe("access matrix", function () {
       },
       success: (d) => assert.deepEqual([d.task.queue_id, d.task.state], [q, "RUNNING"]),
     },
+    claimTasks: {
+      target: async () => {
+        await submit(); // at least one QUEUED task in q
+        return { path: "/v1/worker/claims", body: { queue_id: q, max_tasks: 2 } };
+      },
+      success: (d) => {
+        assert.ok(d.claims.length >= 1 && d.claims.length <= 2, JSON.stringify(d));
+        for (const c of d.claims) assert.deepEqual([c.task.queue_id, c.task.state], [q, "RUNNING"]);
+      },
+    },
+    completeAttempts: {
+      target: async () => ({
+        path: "/v1/worker/completions",
+        body: { items: [{ attempt_id: (await running()).attempt_id, outcome: "succeeded" }] },
+      }),
+      success: (d) => assert.deepEqual([d.items[0].status, d.items[0].task.state], [200, "SUCCEEDED"]),
+    },
     completeAttempt: {
       target: async () => ({
         path: `/v1/worker/attempts/${(await running()).attempt_id}:complete`,
@@ -414,6 +436,15 @@ describe("access matrix", function () {
       );
     } else assertCommonHeaders(res);
     if (status >= 400) return;
+    if (expected === ITEM_NOT_FOUND) {
+      const items = res.json.data.items as any[];
+      assert.deepEqual(
+        items.map((i) => [i.status, i.error?.code]),
+        [[404, "NOT_FOUND"]],
+        res.text,
+      );
+      return;
+    }
     if (expected === LISTED || expected === UNLISTED) {
       const ids = (res.json.data.items as any[]).map((s) => s.id);
       assert.equal(

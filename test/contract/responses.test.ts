@@ -402,6 +402,11 @@ describe("contract: every response validates against openapi.yaml", function () 
         ["claimTask", post("/v1/worker/claim", { queue_id: queue }, { key: null })],
         ["completeAttempt", post(`/v1/worker/attempts/${attemptId}:complete`, { outcome: "failed" }, { key: null })],
         ["requeueAttempt", post(`/v1/worker/attempts/${attemptId}:requeue`, { reason: "r" }, { key: null })],
+        ["claimTasks", post("/v1/worker/claims", { queue_id: queue, max_tasks: 2 }, { key: null })],
+        [
+          "completeAttempts",
+          post("/v1/worker/completions", { items: [{ attempt_id: attemptId, outcome: "failed" }] }, { key: null }),
+        ],
         ["createSubscription", post("/v1/subscriptions", { name: "late", queue_id: queue })],
         ["listSubscriptions", call({ path: `/v1/subscriptions?queue_id=${queue}` })],
         ["getSubscription", call({ path: `/v1/subscriptions/${subId}` })],
@@ -499,6 +504,50 @@ describe("contract: every response validates against openapi.yaml", function () 
           assertDeclaredResponse(`${other} ${path}`, OPENAPI.components.responses.MethodNotAllowed, res);
       }
     }
+  });
+
+  it("batch worker calls", async () => {
+    const submit = () => post("/v1/tasks", { queue_id: queue, input: "batch" });
+    for (let i = 0; i < 3; i++) await expect("submitTask", 201, submit());
+    const claims = (body: unknown, o = {}) => post("/v1/worker/claims", body, { key: null, ...o });
+    // Every QUEUED task of the queue (earlier tests leave some); these three come last.
+    const claimed = await expect("claimTasks", 200, claims({ queue_id: queue, max_tasks: 32 }));
+    const [a, b, c] = (claimed.json.data.claims as { attempt_id: string }[]).slice(-3).map((x) => x.attempt_id);
+    assert.ok(a && b && c, claimed.text);
+    await expect("claimTasks", 204, claims({ queue_id: queue, max_tasks: 5 }));
+    await expect("claimTasks", 400, claims({ queue_id: queue, max_tasks: 0 }));
+    await expect("claimTasks", 401, claims({ queue_id: queue, max_tasks: 1 }, { token: "" }));
+    await expect("claimTasks", 403, claims({ queue_id: queue, max_tasks: 1 }, { token: noAction }));
+    await expect("claimTasks", 404, claims({ queue_id: other.queues[0]!.id, max_tasks: 1 }));
+    await expect("claimTasks", 413, claims(BIG));
+    await expect("claimTasks", 415, claims({ queue_id: queue, max_tasks: 1 }, { type: "text/plain" }));
+
+    const completions = (body: unknown, o = {}) => post("/v1/worker/completions", body, { key: null, ...o });
+    const one = { items: [{ attempt_id: a, outcome: "succeeded" }] };
+    await expect("completeAttempts", 400, completions({ items: [] }));
+    await expect("completeAttempts", 401, completions(one, { token: "" }));
+    await expect("completeAttempts", 403, completions(one, { token: noAction }));
+    await expect("completeAttempts", 413, completions(BIG));
+    await expect("completeAttempts", 415, completions(one, { type: "text/plain" }));
+    // Every kind of item answer: 200, 404, 409 (a's repeat, with another outcome), 400.
+    const mixed = await expect(
+      "completeAttempts",
+      200,
+      completions({
+        items: [
+          { attempt_id: a, outcome: "succeeded", result: { n: 1 } },
+          { attempt_id: NO_ID, outcome: "failed" },
+          { attempt_id: b, outcome: "done" },
+          { attempt_id: c, outcome: "failed", error: "e" },
+        ],
+      }),
+    );
+    assert.deepEqual(
+      mixed.json.data.items.map((i: { status: number }) => i.status),
+      [200, 404, 400, 200],
+    );
+    const stale = await expect("completeAttempts", 200, completions({ items: [{ attempt_id: a, outcome: "failed" }] }));
+    assert.equal(stale.json.data.items[0].status, 409);
   });
 
   it("saw every status each operation declares, but those listed as not driven", () => {

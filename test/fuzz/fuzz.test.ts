@@ -312,6 +312,9 @@ function renderMutated(
     const rendered = here ? applyMutation(entries, m, specials) : entries.map(([, k, v]): [string, string] => [k, v]);
     return `{${rendered.map(([k, v]) => `${k}:${v}`).join(",")}}`;
   }
+  // Into arrays too, so that a target may name an item (["items", "0"]).
+  if (Array.isArray(value))
+    return `[${value.map((v, i) => renderMutated(v, target, m, specials, [...path, String(i)])).join(",")}]`;
   return JSON.stringify(value);
 }
 
@@ -574,6 +577,8 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
     readonly valid: () => Record<string, unknown>;
     readonly management: boolean;
     readonly specials: Specials;
+    /** The objects a mutation may hit (default: the body itself). */
+    readonly targets?: readonly (readonly string[])[];
   }
 
   const UINT64_TEXT = UINT64_STRINGS.map((s) => JSON.stringify(s)).concat([
@@ -737,6 +742,49 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
         specials: s(),
         valid: () => ({ reason: "fuzz" }),
       },
+      {
+        op: "claimTasks",
+        path: fc.constant("/v1/worker/claims"),
+        management: false,
+        specials: s({ max_tasks: ["0", "1", "32", "33", "-1", "1.5", '"2"', "null", "2.0", "1e400"] }, ["wait_ms"]),
+        valid: () => ({ queue_id: Q, max_tasks: 2, wait_ms: 0 }),
+      },
+      {
+        op: "completeAttempts",
+        path: fc.constant("/v1/worker/completions"),
+        management: false,
+        specials: s({
+          attempt_id: [
+            JSON.stringify(attemptRunning),
+            JSON.stringify(attemptDone),
+            JSON.stringify(attemptDone.toUpperCase()),
+            JSON.stringify(ID),
+            JSON.stringify(attemptDone.slice(1)),
+            '""',
+            "null",
+            "123",
+          ],
+          items: [
+            "[]",
+            "null",
+            '"x"',
+            "[1]",
+            "[{}]",
+            JSON.stringify(Array.from({ length: 33 }, () => ({ attempt_id: ID, outcome: "failed" }))),
+            JSON.stringify([
+              { attempt_id: attemptDone, outcome: "failed" },
+              { attempt_id: attemptDone, outcome: "failed" },
+            ]),
+          ],
+        }),
+        targets: [[], ["items", "0"], ["items", "1"]],
+        valid: () => ({
+          items: [
+            { attempt_id: attemptRunning, outcome: "failed", result: { code: 7 }, error: "fuzz" },
+            { attempt_id: attemptDone, outcome: "succeeded", result: { ok: true } },
+          ],
+        }),
+      },
     ];
   };
 
@@ -786,7 +834,12 @@ describe("fuzz: HTTP and WebSocket input never crashes the node", function () {
     const bodyFor = (ep: Endpoint): fc.Arbitrary<string | Buffer> => {
       const validText = () => JSON.stringify(ep.valid());
       return fc.oneof(
-        { weight: 10, arbitrary: mutationArb.map((m) => renderMutated(ep.valid(), [], m, ep.specials)) },
+        {
+          weight: 10,
+          arbitrary: fc
+            .tuple(mutationArb, fc.constantFrom(...(ep.targets ?? [[]])))
+            .map(([m, at]) => renderMutated(ep.valid(), at, m, ep.specials)),
+        },
         { weight: 2, arbitrary: fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v) ?? "null") },
         { weight: 1, arbitrary: fc.nat().map((n) => validText().slice(0, n % validText().length)) },
         { weight: 1, arbitrary: fc.string({ unit: "binary", maxLength: 60 }) },

@@ -111,22 +111,23 @@ export function updateTaskStatement(id: string, expectedRevision: string, c: Tas
 }
 
 /**
- * Takes a queue; the statement that reads its oldest QUEUED task, locked. SKIP LOCKED lets
- * concurrent claimers of one queue pass each other instead of queueing on one row.
+ * Takes a queue; the statement that reads its `limit` oldest QUEUED tasks, oldest first,
+ * locked. SKIP LOCKED lets concurrent claimers of one queue pass each other instead of
+ * queueing on one row.
  */
-export function nextQueuedStatement(queueId: string): Statement {
+export function nextQueuedStatement(queueId: string, limit: number): Statement {
   return {
     sql: `SELECT ${TASK_COLUMNS} FROM tasks WHERE queue_id = ? AND state = 'QUEUED'
-      ORDER BY queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-    params: [queueId],
+      ORDER BY queued_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
+    params: [queueId, limit],
   };
 }
 
 /** nextQueuedStatement, alone. */
-export async function selectNextQueued(tx: Tx, queueId: string): Promise<TaskRow | undefined> {
-  const { sql, params } = nextQueuedStatement(queueId);
+export async function selectNextQueued(tx: Tx, queueId: string, limit: number): Promise<TaskRow[]> {
+  const { sql, params } = nextQueuedStatement(queueId, limit);
   const [rows] = await tx.query<(TaskRow & RowDataPacket)[]>(sql, [...params]);
-  return rows[0];
+  return rows;
 }
 
 /** The statement that reads RUNNING tasks whose attempt lease ran out before `now` (optionally in one queue), locked. */
@@ -154,7 +155,7 @@ export interface AttemptRow {
   end_body: string | null;
 }
 
-/** A claim's new attempt: sent with the task's UPDATE and the COMMIT (worker.ts claimOnce). */
+/** A claim's new attempt: sent with the task's UPDATE and the COMMIT (worker.ts claimQueued). */
 export function insertAttemptStatement(a: {
   id: string;
   taskId: string;

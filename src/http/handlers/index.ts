@@ -5,7 +5,8 @@ import type { HandlerContext } from "../router.js";
 import { getCurrentCredential, getHealth, getLiveness, getMetrics, getReadiness } from "./operator.js";
 import { getEventsSchema, getOpenapiDocument } from "./contract.js";
 import { cancelTaskHandler, getTask, resolveTaskHandler, submitTask } from "./tasks.js";
-import { claimTask, completeAttempt, requeueAttempt } from "./worker.js";
+import { claimTask, claimTasks, completeAttempt, requeueAttempt } from "./worker.js";
+import { completeAttempts } from "./completions.js";
 import {
   configureSubscription,
   createSubscription,
@@ -31,7 +32,9 @@ export const handlers: Implementation<HandlerContext> = {
   cancelTask: cancelTaskHandler,
   resolveTask: resolveTaskHandler,
   claimTask,
+  claimTasks,
   completeAttempt,
+  completeAttempts,
   requeueAttempt,
   // Subscription management (docs/protocol.md §1–4).
   createSubscription,

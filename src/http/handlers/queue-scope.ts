@@ -8,7 +8,7 @@ import type { Caller } from "../../domain/identity.js";
 import { OrbitError } from "../../wire/errors.js";
 import { wellFormedId } from "../../wire/ids.js";
 
-type QueueBodied = "submitTask" | "claimTask" | "createSubscription";
+type QueueBodied = "submitTask" | "claimTask" | "claimTasks" | "createSubscription";
 
 /** The request's body, once its queue is known to be in the caller's scope (404 first). */
 export async function bodyOfQueueInScope<K extends QueueBodied>(

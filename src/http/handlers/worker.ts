@@ -5,7 +5,13 @@ import { POLL_INTERVAL_MS } from "../../domain/queue-signals.js";
 import { afterCommit } from "../../domain/services.js";
 import { checkResultSize } from "../../domain/tasks.js";
 import type { TaskWire } from "../../domain/task-state.js";
-import { claimOnce, noEffects, type AttemptCall, type AttemptRequest } from "../../domain/worker.js";
+import {
+  claimQueued,
+  noEffects,
+  type AttemptCall,
+  type AttemptRequest,
+  type ClaimResult,
+} from "../../domain/worker.js";
 import type { HandlerContext } from "../router.js";
 import { bodyOfQueueInScope } from "./queue-scope.js";
 
@@ -17,10 +23,14 @@ import { bodyOfQueueInScope } from "./queue-scope.js";
  * out, then back with an attempt used and effect_uncertain=true (FAILED at max_attempts 1).
  * A claim whose client leaves during its transaction rolls back (checked before COMMIT, as
  * the deadline is: a COMMIT already sent still lands, and that task waits for its lease).
+ * Answers as soon as one claim took any task: a batch claim does not wait to fill up.
  */
-export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) => {
+async function longPoll(
+  ctx: HandlerContext,
+  body: { queue_id: string; wait_ms?: number },
+  maxTasks: number,
+): Promise<ClaimResult[]> {
   const caller = ctx.caller();
-  const body = await bodyOfQueueInScope(req, caller);
   // A monotonic clock: a wall-clock step (NTP) must not stretch or cut the wait.
   const deadline = performance.now() + (body.wait_ms ?? 0);
   const { queueSignals, workerLeaseMs } = ctx.services;
@@ -28,19 +38,41 @@ export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) 
   // The request authenticated before the first claim; a later one, after a wait, first
   // checks that the credential was not revoked meanwhile.
   for (let waited = false; ; waited = true) {
-    if (ctx.clientGone.aborted) return { status: 204 };
+    if (ctx.clientGone.aborted) return [];
     const effects = noEffects();
-    const claimed = await claimOnce(ctx.pool, caller, body.queue_id, workerLeaseMs, effects, signal, waited);
+    const claimed = await claimQueued(
+      ctx.pool,
+      caller,
+      body.queue_id,
+      maxTasks,
+      workerLeaseMs,
+      effects,
+      signal,
+      waited,
+    );
     afterCommit(
       ctx.services,
       effects.namespaces,
-      [...effects.queues].filter((q) => q !== body.queue_id || !claimed),
+      [...effects.queues].filter((q) => q !== body.queue_id || claimed.length === 0),
     );
-    if (claimed) return { status: 200, data: claimed };
+    if (claimed.length > 0) return claimed;
     const left = deadline - performance.now();
-    if (left <= 0 || queueSignals.isClosed || signal.aborted) return { status: 204 };
+    if (left <= 0 || queueSignals.isClosed || signal.aborted) return [];
     await queueSignals.wait(body.queue_id, Math.min(left, POLL_INTERVAL_MS), signal);
   }
+}
+
+export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) => {
+  const body = await bodyOfQueueInScope(req, ctx.caller());
+  const [claimed] = await longPoll(ctx, body, 1);
+  return claimed ? { status: 200, data: claimed } : { status: 204 };
+};
+
+/** claimTask for up to max_tasks tasks, in one transaction per poll (docs/tasks.md §6). */
+export const claimTasks: Handler<"claimTasks", HandlerContext> = async (req, ctx) => {
+  const body = await bodyOfQueueInScope(req, ctx.caller());
+  const claims = await longPoll(ctx, body, body.max_tasks);
+  return claims.length > 0 ? { status: 200, data: { claims } } : { status: 204 };
 };
 
 /**
