@@ -6,9 +6,10 @@
 //
 // Which calls are sent again, and why:
 // - reads (GET) and the keyed writes: after any network failure and after a 503;
-// - completeAttempt and requeueAttempt: the same, without a key — a stale attempt takes the
-//   identical repeat of the call that ended it (200, nothing written; docs/tasks.md);
-// - claimTask is NOT idempotent (worker calls carry no key): a claim whose connection failed
+// - completeAttempt, completeAttempts and requeueAttempt: the same, without a key — a stale
+//   attempt takes the identical repeat of the call that ended it (200, nothing written;
+//   docs/tasks.md), so a batch repeated answers each item as before;
+// - claimTask and claimTasks are NOT idempotent (worker calls carry no key): a claim whose connection failed
 //   after the request may have reached the node, or that was answered 503, may have taken a
 //   task, and sending it again would take a second one while the first stays RUNNING until
 //   its lease runs out (an attempt used, effect_uncertain). It is sent again only when the
@@ -48,7 +49,7 @@ interface Call {
   readonly timeoutMs?: number;
   /**
    * false: the call may not be repeated once its request may have reached the node (only
-   * claimTask); default true (a GET, a keyed write, or a worker call idempotent by body).
+   * the claims); default true (a GET, a keyed write, or a worker call idempotent by body).
    */
   readonly idempotent?: boolean;
 }
@@ -165,9 +166,34 @@ export class OrbitClient {
     });
   }
 
+  /**
+   * claimTask for up to max_tasks (1-32) tasks in one request: the claims, oldest first, as
+   * soon as at least one task is there; undefined when none came within wait_ms (204). Not
+   * idempotent: sent again only as claimTask is.
+   */
+  claimTasks(req: T.ClaimTasksRequest): Promise<T.ClaimTasksResult | undefined> {
+    return this.call({
+      method: "POST",
+      path: "/v1/worker/claims",
+      body: req,
+      timeoutMs: this.timeoutMs + (req.wait_ms ?? 0),
+      idempotent: false,
+    });
+  }
+
   /** Sent again after a network failure or 503: the identical repeat answers 200 and writes nothing. */
   completeAttempt(attemptId: string, req: WithRaw<T.CompleteAttemptRequest, "result">): Promise<T.AttemptResult> {
     return this.call({ method: "POST", path: `/v1/worker/attempts/${seg(attemptId)}:complete`, body: req });
+  }
+
+  /**
+   * Several completeAttempt calls in one request (1-32 items, distinct attempts): one answer
+   * per item, in order, each with its status (200 with the task; 400, 404 or 409 with the
+   * error; narrow on `status`). Sent again after a network failure or 503, as
+   * completeAttempt: every item then answers as before, and nothing is written twice.
+   */
+  completeAttempts(req: { items: WithRaw<T.CompleteAttemptsItem, "result">[] }): Promise<T.CompleteAttemptsResult> {
+    return this.call({ method: "POST", path: "/v1/worker/completions", body: req });
   }
 
   /** Sent again after a network failure or 503, as completeAttempt. */

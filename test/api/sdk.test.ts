@@ -18,7 +18,7 @@ describe("management SDK", () => {
 
   before(async () => {
     db = await freshDatabase("sdk");
-    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "w"], eventAccess: true });
+    cred = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q", "w", "b"], eventAccess: true });
     node = await startNode(db.url);
     proxy = await startProxy(node.port);
     orbit = new OrbitClient({ baseUrl: proxy.url, token: cred.token, backoffMs: 20 });
@@ -219,6 +219,43 @@ describe("management SDK", () => {
       await cutOff.stop();
       await dbProxy.close();
     }
+  });
+
+  it("claims and completes in batches: results kept exact, a lost completion answer recovered, a lost claim never re-sent", async () => {
+    const b = cred.queues[2]!.id;
+    const direct = new OrbitClient({ baseUrl: node.url, token: cred.token });
+    for (let i = 0; i < 3; i++) await direct.submitTask(`sdk-batch-${i}`, { queue_id: b, input: i });
+    const claimed = await orbit.claimTasks({ queue_id: b, max_tasks: 2, wait_ms: 1000 });
+    assert.equal(claimed?.claims.length, 2);
+    const [one, two] = claimed.claims;
+    proxy.dropResponses(1);
+    const before = proxy.dropped;
+    const done = await orbit.completeAttempts({
+      items: [
+        { attempt_id: one!.attempt_id, outcome: "succeeded", result: new RawJson("[1.10, 98765432109876543210]") },
+        { attempt_id: two!.attempt_id, outcome: "failed", error: "disk full" },
+        { attempt_id: "0".repeat(32), outcome: "failed" },
+      ],
+    });
+    assert.equal(proxy.dropped, before + 1, "the first answer was lost, and the batch sent again");
+    const [a, f, missing] = done.items;
+    assert.ok(a?.status === 200, JSON.stringify(a));
+    assert.equal(a.task.result, "[1.10, 98765432109876543210]", "the raw text, exactly as written");
+    assert.ok(f?.status === 200, JSON.stringify(f));
+    assert.equal(f.task.state, "FAILED");
+    assert.ok(missing && missing.status !== 200, JSON.stringify(missing));
+    assert.deepEqual([missing.status, missing.error.code], [404, "NOT_FOUND"]);
+
+    proxy.dropResponses(1);
+    await assert.rejects(
+      orbit.claimTasks({ queue_id: b, max_tasks: 32 }),
+      (e: unknown) => e instanceof OrbitNetworkError,
+    );
+    assert.equal(
+      await direct.claimTasks({ queue_id: b, max_tasks: 32 }),
+      undefined,
+      "the lost claim took the last task, and was not sent again",
+    );
   });
 
   it("gives up with OrbitNetworkError when no answer ever comes", async () => {
