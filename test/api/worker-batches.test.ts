@@ -99,6 +99,17 @@ describe("worker batch calls", function () {
       assertContract("claimTasks", none);
     });
 
+    it("lets concurrent batch claims of one queue pass each other: every task taken once", async () => {
+      const q = await freshQueue();
+      const submitted = new Set<string>();
+      for (let i = 0; i < 10; i++) submitted.add((await submit(q)).id);
+      const answers = await Promise.all([1, 2, 3, 4].map(() => claims({ queue_id: q, max_tasks: 4, wait_ms: 2000 })));
+      const taken = answers.flatMap((r) => (r.status === 200 ? r.json.data.claims.map((c: any) => c.task.id) : []));
+      assert.equal(new Set(taken).size, taken.length, "no task claimed twice");
+      assert.deepEqual(new Set(taken), submitted, "all ten taken");
+      for (const r of answers) assert.ok(r.status === 204 || r.json.data.claims.length <= 4, r.text);
+    });
+
     it("answers 204 once wait_ms has passed with no task", async () => {
       const q = await freshQueue();
       const started = performance.now();
