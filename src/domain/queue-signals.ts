@@ -27,9 +27,21 @@ export class QueueSignals {
     });
   }
 
-  /** Wakes every claim waiting on the queue: each retries its claim once. */
-  notify(queueId: string): void {
-    for (const w of [...(this.waiters.get(queueId) ?? [])]) w();
+  /**
+   * Wakes up to `count` claims waiting on the queue, the longest-waiting first; each
+   * retries its claim once. One new task wakes one claim: waking every waiter would cost a
+   * claim transaction per waiting worker for a task only one of them can take. A wake-up
+   * whose claim misses the task (a claim that was not waiting took it first) costs nothing
+   * more than that claim: the others still poll.
+   */
+  notify(queueId: string, count = Number.POSITIVE_INFINITY): void {
+    const set = this.waiters.get(queueId);
+    if (!set) return;
+    let left = count;
+    for (const w of [...set]) {
+      if (left-- <= 0) break;
+      w();
+    }
   }
 
   get isClosed(): boolean {

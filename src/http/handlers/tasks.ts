@@ -30,7 +30,8 @@ export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx
       canonicalBody: req.canonicalBody(),
     }),
   );
-  if (!receipt.deduplicated) afterCommit(ctx.services, [], [body.queue_id]);
+  // One new task: one waiting claim is woken for it.
+  if (!receipt.deduplicated) ctx.services.queueSignals.notify(body.queue_id, 1);
   return created(receipt);
 };
 
