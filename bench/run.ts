@@ -15,6 +15,7 @@ import {
   measureLatency,
   measureScaling,
 } from "./orbit.js";
+import { measurePipelineHttp, measurePipelineLatency } from "./pipeline.js";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean" }, only: { type: "string" } }, strict: true });
 const o = { quick: values.quick === true, mysqlUrl: process.env.ORBIT_BENCH_MYSQL ?? "mysql://root@127.0.0.1:3306" };
@@ -52,6 +53,11 @@ const latency = await step("orbit.latency", () => measureLatency(o));
 // 2-core machine of this kind keeps up with; this point shows the latency below it.
 const latencyHalf = await step("orbit.latency.250", () => measureLatency(o, 250));
 const idle = await step("orbit.idle", () => measureIdle(o));
+const pipeline = await step("orbit.pipeline.http", () => measurePipelineHttp(o));
+const pipelineLatency = await step("orbit.pipeline.latency", () =>
+  measurePipelineLatency(o, Math.round((pipeline?.tasksPerSec ?? 400) / 2)),
+);
+void pipelineLatency;
 
 const num = (x: unknown): number | undefined => (typeof x === "number" && Number.isFinite(x) ? x : undefined);
 const commitRate = num((commit as { commitsPerSec?: number } | undefined)?.commitsPerSec);
