@@ -5,6 +5,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { measureDbCommit, measureDbCycle8 } from "./db.js";
+import { measureGraphileWorker } from "./graphile.js";
 import { measureHttpFloor } from "./http-floor.js";
 import { measureJetStream } from "./jetstream.js";
 import {
@@ -54,6 +55,8 @@ const latency = await step("orbit.latency", () => measureLatency(o));
 const latencyHalf = await step("orbit.latency.250", () => measureLatency(o, 250));
 const idle = await step("orbit.idle", () => measureIdle(o));
 const pipeline = await step("orbit.pipeline.http", () => measurePipelineHttp(o));
+const graphile = await step("peer.graphile-worker", () => measureGraphileWorker(o));
+void graphile;
 const pipelineLatency = await step("orbit.pipeline.latency", () =>
   measurePipelineLatency(o, Math.round((pipeline?.tasksPerSec ?? 400) / 2)),
 );
