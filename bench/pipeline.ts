@@ -312,7 +312,7 @@ export async function measurePipelineHttp(o: OrbitBenchOptions) {
           databasePerTask: {
             ...perItem(measured.counters, tasks),
             roundTrips: Math.round((roundTrips / tasks) * 100) / 100,
-          },
+          } as Record<string, number>,
         };
       } finally {
         c.close();
@@ -327,6 +327,19 @@ export async function measurePipelineHttp(o: OrbitBenchOptions) {
 /** Where orbit.pipeline.latency's subscriber runs: on the node the producers and workers use, or on another. */
 export type PipelineTopology = "same" | "other";
 
+interface TopologyResult {
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number | undefined;
+  samples: number;
+  submittedPerSec: number;
+  deliveredPerSec: number;
+  cpu: Record<string, number>;
+  cpuMsPerTask: Record<string, number>;
+  clientShareOfCpu: number;
+  databasePerTask: Record<string, number>;
+}
+
 /**
  * orbit.pipeline.latency: submit → delivered at a fixed offered rate (open loop), the
  * subscriber on the producers' and workers' node A, then, in a run of its own, on node B
@@ -337,47 +350,57 @@ export async function measurePipelineLatency(o: OrbitBenchOptions, rate: number)
   const seconds = o.quick ? 6 : 20;
   const warmupSeconds = o.quick ? 2 : 3;
   const n = Math.round(rate * (warmupSeconds + seconds));
-  return withNodes(o, "pipeline_latency", 2, async (db, [a, b]) => {
-    const cred = bootstrap(db, "bench", "pipeline-latency", ["same", "other"]);
-    const out: Partial<Record<PipelineTopology, unknown>> = {};
-    for (const [k, which] of (["same", "other"] as const).entries()) {
-      const q = cred.queues[k]!.id;
-      const subscriptionId = await subscribe(a!, cred.token, q, `latency-${which}`);
-      const consumer = startConsumer((which === "same" ? a! : b!).url, cred.token, subscriptionId);
-      const c = new LeanClient(a!.url, cred.token, MAX_SUBMITTING + WORKERS);
-      try {
-        const pids = { nodeA: a!.pid, nodeB: b!.pid, mariadb: mariadbPid(), consumer: consumer.pid };
-        const measured = await withDbCounters(o.mysqlUrl, () =>
-          withCpu(pids, () => round(c, q, consumer, n, which, rate), `pipeline-latency-${which}`),
-        );
-        const { round: r, finish } = measured.result.result;
-        await finish();
-        const l = latencies(r, r.firstSubmitAt + warmupSeconds * 1000);
-        out[which] = {
-          p50Ms: percentile(l, 50),
-          p99Ms: percentile(l, 99),
-          maxMs: l[l.length - 1],
-          samples: l.length,
-          // What the producers achieved, and the whole pipeline: submits and ACKed deliveries per second.
-          submittedPerSec: Math.round(n / ((r.lastSubmittedAt - r.firstSubmitAt) / 1000)),
-          deliveredPerSec: Math.round(n / ((r.consumer.lastAckAt - r.firstSubmitAt) / 1000)),
-          cpu: measured.result.cpu,
-          ...cpuPerTask(measured.result.cpu, n),
-          databasePerTask: perItem(measured.counters, n),
-        };
-      } finally {
-        c.close();
-        await consumer.stop();
+  return withNodes(
+    o,
+    "pipeline_latency",
+    2,
+    async (db, [a, b]) => {
+      const cred = bootstrap(db, "bench", "pipeline-latency", ["same", "other"]);
+      const out: Partial<Record<PipelineTopology, TopologyResult>> = {};
+      for (const [k, which] of (["same", "other"] as const).entries()) {
+        const q = cred.queues[k]!.id;
+        const subscriptionId = await subscribe(a!, cred.token, q, `latency-${which}`);
+        const consumer = startConsumer((which === "same" ? a! : b!).url, cred.token, subscriptionId);
+        const c = new LeanClient(a!.url, cred.token, MAX_SUBMITTING + WORKERS);
+        try {
+          const pids = { nodeA: a!.pid, nodeB: b!.pid, mariadb: mariadbPid(), consumer: consumer.pid };
+          const roundTrips = async () => (await a!.roundTrips()) + (await b!.roundTrips());
+          const rt0 = await roundTrips();
+          const measured = await withDbCounters(o.mysqlUrl, () =>
+            withCpu(pids, () => round(c, q, consumer, n, which, rate), `pipeline-latency-${which}`),
+          );
+          const rt = (await roundTrips()) - rt0;
+          const { round: r, finish } = measured.result.result;
+          await finish();
+          const l = latencies(r, r.firstSubmitAt + warmupSeconds * 1000);
+          out[which] = {
+            p50Ms: percentile(l, 50),
+            p99Ms: percentile(l, 99),
+            maxMs: l[l.length - 1],
+            samples: l.length,
+            // What the producers achieved, and the whole pipeline: submits and ACKed deliveries per second.
+            submittedPerSec: Math.round(n / ((r.lastSubmittedAt - r.firstSubmitAt) / 1000)),
+            deliveredPerSec: Math.round(n / ((r.consumer.lastAckAt - r.firstSubmitAt) / 1000)),
+            cpu: measured.result.cpu,
+            ...cpuPerTask(measured.result.cpu, n),
+            databasePerTask: { ...perItem(measured.counters, n), roundTrips: Math.round((rt / n) * 100) / 100 },
+          };
+        } finally {
+          c.close();
+          await consumer.stop();
+        }
       }
-    }
-    return {
-      ratePerSec: rate,
-      seconds,
-      warmupSeconds,
-      tasks: n,
-      consumer: "SDK Consumer, capacity 32, a process of its own",
-      sameNode: out.same as { p50Ms: number; p99Ms: number } & Record<string, unknown>,
-      otherNode: out.other as { p50Ms: number; p99Ms: number } & Record<string, unknown>,
-    };
-  });
+      return {
+        ratePerSec: rate,
+        seconds,
+        warmupSeconds,
+        tasks: n,
+        consumer: "SDK Consumer, capacity 32, a process of its own",
+        sameNode: out.same!,
+        otherNode: out.other!,
+      };
+    },
+    {},
+    { countRoundTrips: true },
+  );
 }
