@@ -114,7 +114,10 @@ const met = (g: Goal): boolean | undefined =>
       : g.atMost !== undefined
         ? g.value <= g.atMost
         : undefined;
-results.goals = Object.fromEntries(Object.entries(goals).map(([k, g]) => [k, { ...g, met: met(g) }]));
+// null, not undefined, in the JSON: a goal not measured stays listed.
+results.goals = Object.fromEntries(
+  Object.entries(goals).map(([k, g]) => [k, { ...g, value: g.value ?? null, met: met(g) ?? null }]),
+);
 // Figures beside the goals, none of them a goal.
 const information = {
   // JetStream's file store, in the server version the runs use, does not fsync each
@@ -159,7 +162,7 @@ const rows: [string, string, string][] = [
     "peer.graphile-worker (16 producers, concurrency 16)",
     graphileRate === undefined ? "skipped" : `${f(graphileRate)} jobs/s`,
     graphile && "jobsPerSec" in graphile
-      ? `add → done p50 ${f(graphile.addToDoneMs.p50)}, p99 ${f(graphile.addToDoneMs.p99)} ms; ${perTaskLine(graphile.cpuMsPerJob)}; ${f(graphile.postgresCommitsPerJob, 1)} commits per job`
+      ? `add → done p50 ${f(graphile.addToDoneMs.p50)}, p99 ${f(graphile.addToDoneMs.p99)} ms; ${perTaskLine(graphile.cpuMsPerJob, "job")}; ${f(graphile.postgresCommitsPerJob, 1)} commits per job`
       : ((graphile as { skipped?: string } | undefined)?.skipped ?? ""),
   ],
   [
@@ -234,7 +237,9 @@ if (claimFloor) {
   ]);
 }
 for (const [name, g] of Object.entries(goals)) {
-  const target = g.atLeast !== undefined ? `>= ${g.atLeast}` : `<= ${g.atMost}`;
+  // Ratios as the goals are written (1.0, 0.25); limits in their unit.
+  const limit = (x: number) => (g.unit || !Number.isInteger(x) ? String(x) : x.toFixed(1));
+  const target = g.atLeast !== undefined ? `>= ${limit(g.atLeast)}` : `<= ${limit(g.atMost!)}`;
   const m = met(g);
   rows.push([
     name,
@@ -253,8 +258,8 @@ function latencyLine(l?: { p50Ms: number; p99Ms: number }): string {
   return `p50 ${f(l?.p50Ms)} ms, p99 ${f(l?.p99Ms)} ms`;
 }
 
-function perTaskLine(ms: Record<string, number>): string {
-  return `CPU ms per task: ${Object.entries(ms)
+function perTaskLine(ms: Record<string, number>, per = "task"): string {
+  return `CPU ms per ${per}: ${Object.entries(ms)
     .map(([k, v]) => `${k} ${f(v, 2)}`)
     .join(", ")}`;
 }
