@@ -49,6 +49,11 @@ const FIGURES: readonly { label: string; key: string; path: string; lower?: bool
   { label: "latency same p99 ms", key: "orbit.latency.same", path: "sameNode.p99Ms", lower: true },
   { label: "latency other p50 ms", key: "orbit.latency.other", path: "otherNode.p50Ms", lower: true },
   { label: "latency other p99 ms", key: "orbit.latency.other", path: "otherNode.p99Ms", lower: true },
+  { label: "pipeline.http tasks/s", key: "orbit.pipeline.http", path: "tasksPerSec" },
+  { label: "pipeline.http: node CPU s", key: "orbit.pipeline.http", path: "cpu.node", lower: true },
+  { label: "pipeline.http: MariaDB CPU s", key: "orbit.pipeline.http", path: "cpu.mariadb", lower: true },
+  { label: "graphile-worker jobs/s", key: "peer.graphile-worker", path: "jobsPerSec" },
+  { label: "pipeline latency same p99 ms", key: "orbit.pipeline.latency", path: "sameNode.p99Ms", lower: true },
   { label: "db.commit /s", key: "db.commit", path: "commitsPerSec" },
 ];
 

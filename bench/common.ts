@@ -44,3 +44,6 @@ export function loopDelay(): { read(): { p50: number; p99: number; max: number }
     },
   };
 }
+
+/** The key of the line a node started with countRoundTrips prints on SIGUSR2 (round-trips.ts). */
+export const ROUND_TRIPS_KEY = "bench_round_trips";

@@ -3,17 +3,28 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
 import mysql from "mysql2/promise";
 import { freePort, PROFILE_DIR, registerInspector, withProfile } from "./profile.js";
+import { ROUND_TRIPS_KEY } from "./common.js";
 
 export const ORBIT_BIN = path.resolve(process.cwd(), "dist/src/cli/main.js");
+/** Preloaded into a node started with countRoundTrips (compiled beside this file). */
+const ROUND_TRIPS_PRELOAD = path.resolve(process.cwd(), "dist/bench/round-trips.js");
 
 export interface BenchNode {
   readonly url: string;
   readonly pid: number;
   readonly child: ChildProcess;
+  /** The commands its mysql2 connections sent so far (its round trips to MariaDB); only with countRoundTrips. */
+  roundTrips(): Promise<number>;
   stop(): Promise<void>;
+}
+
+export interface StartNodeOptions {
+  /** Preload round-trips.ts, so that roundTrips() can read the node's count. */
+  readonly countRoundTrips?: boolean;
 }
 
 export async function freshDatabase(server: string, name: string): Promise<string> {
@@ -32,12 +43,18 @@ export async function dropDatabase(server: string, name: string): Promise<void> 
   await c.end();
 }
 
-export async function startNode(databaseUrl: string, env: Record<string, string> = {}): Promise<BenchNode> {
+export async function startNode(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  options: StartNodeOptions = {},
+): Promise<BenchNode> {
   // ORBIT_BENCH_NODE_ARGS passes flags to the nodes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
   const nodeArgs = (process.env.ORBIT_BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
   // ORBIT_BENCH_PROFILE_DIR: each timed phase (withCpu) profiles the nodes through an inspector.
   const inspectPort = PROFILE_DIR ? await freePort() : undefined;
   if (inspectPort) nodeArgs.push(`--inspect=127.0.0.1:${inspectPort}`);
+  if (options.countRoundTrips) nodeArgs.push("--import", pathToFileURL(ROUND_TRIPS_PRELOAD).href);
+  const roundTripWaiters: ((n: number) => void)[] = [];
   const child = spawn(process.execPath, [...nodeArgs, ORBIT_BIN, "serve"], {
     env: { ...process.env, ORBIT_DATABASE_URL: databaseUrl, ORBIT_PORT: "0", ORBIT_HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "pipe", "inherit"],
@@ -47,6 +64,10 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
     createInterface({ input: child.stdout! }).on("line", (l) => {
       // The node's warnings and errors are the benchmark's business too.
       if (l.includes('"level":"error"') || l.includes('"level":"warn"')) process.stderr.write(`node: ${l}\n`);
+      if (l.startsWith(`{"${ROUND_TRIPS_KEY}":`)) {
+        roundTripWaiters.shift()?.((JSON.parse(l) as Record<string, number>)[ROUND_TRIPS_KEY]!);
+        return;
+      }
       if (!l.includes('"listening"')) return;
       clearTimeout(timer);
       resolve((JSON.parse(l) as { port: number }).port);
@@ -58,6 +79,13 @@ export async function startNode(databaseUrl: string, env: Record<string, string>
     url: `http://127.0.0.1:${port}`,
     pid: child.pid!,
     child,
+    roundTrips: () => {
+      if (!options.countRoundTrips) return Promise.resolve(NaN);
+      return new Promise<number>((resolve) => {
+        roundTripWaiters.push(resolve);
+        child.kill("SIGUSR2");
+      });
+    },
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();

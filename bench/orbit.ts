@@ -21,6 +21,7 @@ import {
   withCpu,
   withDbCounters,
   type BenchNode,
+  type StartNodeOptions,
 } from "./nodes.js";
 
 export interface OrbitBenchOptions {
@@ -37,18 +38,19 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-async function withNodes<T>(
+export async function withNodes<T>(
   o: OrbitBenchOptions,
   name: string,
   count: number,
   fn: (db: string, nodes: BenchNode[]) => Promise<T>,
   env: Record<string, string> = {},
+  options: StartNodeOptions = {},
 ): Promise<T> {
   const dbName = `orbit_bench_${name}_${process.pid}`;
   const db = await freshDatabase(o.mysqlUrl, dbName);
   const nodes: BenchNode[] = [];
   try {
-    for (let i = 0; i < count; i++) nodes.push(await startNode(db, env));
+    for (let i = 0; i < count; i++) nodes.push(await startNode(db, env, options));
     return await fn(db, nodes);
   } finally {
     await Promise.all(nodes.map((n) => n.stop()));
