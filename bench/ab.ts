@@ -54,6 +54,18 @@ const FIGURES: readonly { label: string; key: string; path: string; lower?: bool
   { label: "pipeline.http: MariaDB CPU s", key: "orbit.pipeline.http", path: "cpu.mariadb", lower: true },
   { label: "graphile-worker jobs/s", key: "peer.graphile-worker", path: "jobsPerSec" },
   { label: "pipeline latency same p99 ms", key: "orbit.pipeline.latency", path: "sameNode.p99Ms", lower: true },
+  {
+    label: "pipeline latency same: statements/task",
+    key: "orbit.pipeline.latency",
+    path: "sameNode.databasePerTask.Questions",
+    lower: true,
+  },
+  {
+    label: "pipeline latency same: CPU ms/task",
+    key: "orbit.pipeline.latency",
+    path: "sameNode.cpuMsPerTask.all",
+    lower: true,
+  },
   { label: "db.commit /s", key: "db.commit", path: "commitsPerSec" },
 ];
 
