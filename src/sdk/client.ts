@@ -52,6 +52,8 @@ interface Call {
    * the claims); default true (a GET, a keyed write, or a worker call idempotent by body).
    */
   readonly idempotent?: boolean;
+  /** Gives the call up: an answer still awaited is dropped, and no attempt follows. */
+  readonly signal?: AbortSignal;
 }
 
 /** A request whose JSON-valued field K may also be given as RawJson (exact text). */
@@ -169,15 +171,17 @@ export class OrbitClient {
   /**
    * claimTask for up to max_tasks (1-32) tasks in one request: the claims, oldest first, as
    * soon as at least one task is there; undefined when none came within wait_ms (204). Not
-   * idempotent: sent again only as claimTask is.
+   * idempotent: sent again only as claimTask is. `signal` gives up the long-poll (the node
+   * then takes no task, unless its COMMIT was already under way): OrbitNetworkError.
    */
-  claimTasks(req: T.ClaimTasksRequest): Promise<T.ClaimTasksResult | undefined> {
+  claimTasks(req: T.ClaimTasksRequest, o: { signal?: AbortSignal } = {}): Promise<T.ClaimTasksResult | undefined> {
     return this.call({
       method: "POST",
       path: "/v1/worker/claims",
       body: req,
       timeoutMs: this.timeoutMs + (req.wait_ms ?? 0),
       idempotent: false,
+      ...(o.signal ? { signal: o.signal } : {}),
     });
   }
 
@@ -221,9 +225,10 @@ export class OrbitClient {
       // the same overload or timeout again.
       const retryAfterMs = lastError instanceof OrbitApiError ? (lastError.retryAfterMs ?? 0) : 0;
       if (attempt > 0) await sleep(Math.max(retryAfterMs, this.backoffMs * 2 ** (attempt - 1) * (0.5 + Math.random())));
+      if (c.signal?.aborted) throw new OrbitNetworkError(`${c.method} ${c.path}: aborted`, c.signal.reason);
       let res: Answer;
       try {
-        res = await send(this.agent, url, c.method, headers, body, c.timeoutMs ?? this.timeoutMs);
+        res = await send(this.agent, url, c.method, headers, body, c.timeoutMs ?? this.timeoutMs, c.signal);
       } catch (e) {
         // (A request that could not even be built threw before anything was sent.)
         const failure = e instanceof NotAnswered ? e : new NotAnswered(e, false);
@@ -287,10 +292,11 @@ function send(
   headers: Record<string, string>,
   body: string | undefined,
   timeoutMs: number,
+  signal: AbortSignal | undefined,
 ): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const request = url.protocol === "https:" ? https.request : http.request;
-    const req = request(url, { method, headers, agent }, (res) => {
+    const req = request(url, { method, headers, agent, ...(signal ? { signal } : {}) }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (chunk: Buffer) => chunks.push(chunk));
       res.on("end", () => {
