@@ -518,7 +518,9 @@ describe("races on two nodes", function () {
       const purger = (async () => {
         let done = false;
         void producers.then(() => (done = true));
-        while (!done) {
+        // At least two purges, also when the producers finish first: the lagging consumers
+        // still materialise while they run.
+        while (!done || purges < 2) {
           await sleep(50 + Math.random() * 150);
           const head = await readLogInto();
           const r = await runCli(["purge", "--namespace", `purged-${ackDelayMs[0]}`, "--before", String(head + 1n)], {
