@@ -11,6 +11,7 @@
 // looping. It keeps no in-memory "seen" set: delivery is at least once, so the receiver
 // dedupes by event.id in its own durable store (see examples/inbox).
 import { EventConnection, OrbitEventError, type Delivery, type Proof } from "./event-connection.js";
+import { Backoff } from "./backoff.js";
 import type { EventDelivery, ResultEvent } from "./types.js";
 
 /** The close handshake of stop() waits at least this long before dropping the socket. */
@@ -133,9 +134,7 @@ export class Consumer {
   }
 
   private async loop(): Promise<void> {
-    const initial = this.#o.backoff?.initialMs ?? 100;
-    const max = this.#o.backoff?.maxMs ?? 10_000;
-    let delay = initial;
+    const backoff = new Backoff(this.#o.backoff?.initialMs, this.#o.backoff?.maxMs);
     let notBefore = 0;
     const urls = typeof this.#o.baseUrl === "string" ? [this.#o.baseUrl] : this.#o.baseUrl;
     for (let attempt = 0; !this.draining; attempt++) {
@@ -167,7 +166,7 @@ export class Consumer {
         await this.resendAcks();
         const closed = await conn.closed;
         clearTimeout(healthy);
-        if (useful) delay = initial;
+        if (useful) backoff.reset();
         this.waiting = []; // not taken: their leases run out and they are delivered again
         if (closed.error) this.report(closed.error);
         if (closed.error && FATAL.has(closed.error.code)) return this.end({ stopped: false, error: closed.error });
@@ -179,11 +178,8 @@ export class Consumer {
         if (e instanceof OrbitEventError && e.retryAfterMs !== undefined) notBefore = e.retryAfterMs;
       }
       if (this.draining) break;
-      // Exponential back-off with jitter over its upper half, so that many consumers do not
-      // reconnect in step and none waits ~0 ms.
-      await this.sleep(Math.max(notBefore, delay / 2 + (Math.random() * delay) / 2));
+      await this.sleep(backoff.next(notBefore));
       notBefore = 0;
-      delay = Math.min(max, delay * 2);
     }
     this.end({ stopped: true });
   }

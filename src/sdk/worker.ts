@@ -7,6 +7,7 @@
 // node's again. A claim is never repeated once it may have reached the node (client.ts):
 // the worker backs off and claims anew; a claim refused for good (401, 403, 404, 400) ends it.
 import { OrbitClient, type WithRaw } from "./client.js";
+import { Backoff } from "./backoff.js";
 import { OrbitApiError } from "./errors.js";
 import type { ClaimResult, CompleteAttemptsItem, Task } from "./types.js";
 
@@ -121,9 +122,7 @@ export class Worker {
   }
 
   private async loop(): Promise<void> {
-    const initial = this.#o.backoff?.initialMs ?? 100;
-    const max = this.#o.backoff?.maxMs ?? 10_000;
-    let delay = initial;
+    const backoff = new Backoff(this.#o.backoff?.initialMs, this.#o.backoff?.maxMs);
     while (!this.draining) {
       const free = this.concurrency - this.handlers.size;
       if (free <= 0) {
@@ -136,14 +135,13 @@ export class Worker {
           { queue_id: this.#o.queueId, max_tasks: free, wait_ms: this.waitMs },
           { signal: this.stopping.signal },
         );
-        delay = initial;
+        backoff.reset();
       } catch (e) {
         if (this.draining) break; // stop() gave up the long-poll: not a failure
         if (e instanceof OrbitApiError && !retryable(e)) return this.end({ stopped: false, error: e });
         this.report(e);
         const retryAfter = e instanceof OrbitApiError ? (e.retryAfterMs ?? 0) : 0;
-        await this.sleep(Math.max(retryAfter, delay / 2 + (Math.random() * delay) / 2));
-        delay = Math.min(max, delay * 2);
+        await this.sleep(backoff.next(retryAfter));
         continue;
       }
       for (const c of claimed?.claims ?? []) {
