@@ -14,6 +14,7 @@ import { percentile } from "./common.js";
 import { bootstrap, mariadbPid, perItem, withCpu, withDbCounters, type BenchNode } from "./nodes.js";
 import { withNodes, type OrbitBenchOptions } from "./orbit.js";
 import type { PipelineConsumerCommand, PipelineConsumerMessage } from "./pipeline-consumer.js";
+import type { PipelineWorkerCommand, PipelineWorkerMessage } from "./pipeline-worker.js";
 
 /** Tasks the workers hold at once, in all: one claim → complete loop each. */
 const WORKERS = 16;
@@ -130,6 +131,104 @@ function startConsumer(baseUrl: string, token: string, subscriptionId: string): 
   };
 }
 
+/** The pipeline's workers, started for a round and stopped after it. */
+interface Workers {
+  readonly kind: string;
+  readonly pid?: number | undefined;
+  start(): {
+    /** Rejects if the workers fail before stop(). */
+    readonly failed: Promise<never>;
+    /** Stops them once what they claimed is completed; resolves with the tasks they handled. */
+    stop(): Promise<number>;
+  };
+  close(): Promise<void>;
+}
+
+/**
+ * Plain single-task HTTP workers in the bench process: WORKERS loops of claim (long poll)
+ * → complete, one task each.
+ */
+function httpWorkers(c: LeanClient, queueId: string): Workers {
+  const claimBody = JSON.stringify({ queue_id: queueId, wait_ms: CLAIM_WAIT_MS });
+  const completeBody = JSON.stringify({ outcome: "succeeded", result: { ok: true } });
+  return {
+    kind: `${WORKERS} loops of single-task HTTP calls (claim, complete) in the bench process`,
+    start() {
+      let stopping = false;
+      let completed = 0;
+      const loops = Promise.all(
+        Array.from({ length: WORKERS }, async () => {
+          while (!stopping) {
+            const claimed = await c.post("/v1/worker/claim", claimBody);
+            if (claimed.status === 204) continue;
+            const attempt = (JSON.parse(claimed.text) as { data: { attempt_id: string } }).data.attempt_id;
+            await c.post(`/v1/worker/attempts/${attempt}:complete`, completeBody);
+            completed++;
+          }
+        }),
+      );
+      return {
+        failed: loops.then(() => Promise.reject(new Error("pipeline: the workers stopped early"))),
+        stop: async () => {
+          stopping = true;
+          await loops;
+          return completed;
+        },
+      };
+    },
+    close: async () => undefined,
+  };
+}
+
+/** The pipeline's SDK worker process (pipeline-worker.ts, compiled beside this file). */
+const WORKER = path.resolve(process.cwd(), "dist/bench/pipeline-worker.js");
+
+/** The SDK's Worker, concurrency WORKERS, in a process of its own. */
+function sdkWorkers(baseUrl: string, token: string, queueId: string): Workers {
+  const child: ChildProcess = fork(WORKER, [baseUrl, token, queueId, String(WORKERS), String(CLAIM_WAIT_MS)], {
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  let onMessage: ((m: PipelineWorkerMessage) => void) | undefined;
+  let onExit: ((e: Error) => void) | undefined;
+  child.on("message", (m: PipelineWorkerMessage) => onMessage?.(m));
+  child.once("exit", (code) => onExit?.(new Error(`pipeline worker exited (${code})`)));
+  const command = (m: PipelineWorkerCommand) => child.send(m);
+  return {
+    kind: `the SDK's Worker, concurrency ${WORKERS}, in a process of its own`,
+    pid: child.pid,
+    start() {
+      let fail!: (e: Error) => void;
+      const failed = new Promise<never>((_, reject) => (fail = reject));
+      failed.catch(() => undefined);
+      let stopped: ((n: number) => void) | undefined;
+      onExit = fail;
+      onMessage = (m) => {
+        if (m.type === "failed") fail(new Error(`pipeline worker: ${m.message}`));
+        if (m.type === "stopped") {
+          if (m.refused > 0) fail(new Error(`pipeline worker: ${m.refused} completions refused`));
+          stopped?.(m.completed);
+        }
+      };
+      command({ type: "start" });
+      return {
+        failed,
+        stop: () =>
+          new Promise<number>((resolve, reject) => {
+            stopped = resolve;
+            onExit = reject;
+            command({ type: "stop" });
+          }),
+      };
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        onExit = () => resolve();
+        command({ type: "exit" });
+      }),
+  };
+}
+
 interface Round {
   /** Each task's submit time (ms since the epoch), by task id. */
   readonly submitAt: Map<string, number>;
@@ -148,6 +247,7 @@ interface Round {
  */
 async function round(
   c: LeanClient,
+  workers: Workers,
   queueId: string,
   consumer: PipelineConsumer,
   n: number,
@@ -156,21 +256,7 @@ async function round(
 ): Promise<{ round: Round; finish: () => Promise<number> }> {
   const { finished: delivered } = await consumer.expect(n);
   const submitAt = new Map<string, number>();
-  let stopping = false;
-  let completed = 0;
-  const claimBody = JSON.stringify({ queue_id: queueId, wait_ms: CLAIM_WAIT_MS });
-  const completeBody = JSON.stringify({ outcome: "succeeded", result: { ok: true } });
-  const workers = Promise.all(
-    Array.from({ length: WORKERS }, async () => {
-      while (!stopping) {
-        const claimed = await c.post("/v1/worker/claim", claimBody);
-        if (claimed.status === 204) continue;
-        const attempt = (JSON.parse(claimed.text) as { data: { attempt_id: string } }).data.attempt_id;
-        await c.post(`/v1/worker/attempts/${attempt}:complete`, completeBody);
-        completed++;
-      }
-    }),
-  );
+  const running = workers.start();
   const submit = async (i: number) => {
     const at = Date.now();
     const r = await c.post("/v1/tasks", JSON.stringify({ queue_id: queueId, input: { i } }), `${keyPrefix}-${i}`);
@@ -211,18 +297,10 @@ async function round(
   });
   try {
     // A failed worker, producer or consumer fails the round at once.
-    const [, done] = await Promise.race([
-      Promise.all([produce(), delivered]),
-      workers.then(() => Promise.reject(new Error("pipeline: the workers stopped early"))),
-      timeout,
-    ]);
+    const [, done] = await Promise.race([Promise.all([produce(), delivered]), running.failed, timeout]);
     return {
       round: { submitAt, firstSubmitAt, lastSubmittedAt, consumer: done },
-      finish: async () => {
-        stopping = true;
-        await workers;
-        return completed;
-      },
+      finish: () => running.stop(),
     };
   } finally {
     clearTimeout(timer);
@@ -248,7 +326,7 @@ function cpuPerTask(cpu: Record<string, number>, tasks: number) {
     perTask[k] = Math.round((v / tasks) * 1e6) / 1000;
     all += v;
   }
-  const client = (cpu.bench ?? 0) + (cpu.consumer ?? 0);
+  const client = (cpu.bench ?? 0) + (cpu.consumer ?? 0) + (cpu.worker ?? 0);
   return {
     cpuMsPerTask: { ...perTask, all: Math.round((all / tasks) * 1e6) / 1000 },
     clientShareOfCpu: Math.round((client / all) * 100) / 100,
@@ -269,12 +347,19 @@ async function subscribe(node: BenchNode, token: string, queueId: string, name: 
  */
 const warmUpTasks = (o: OrbitBenchOptions) => (o.quick ? 1000 : 2000);
 
-/** orbit.pipeline.http: the pipeline's throughput, closed loop (16 producers, 16 workers, one subscriber). */
-export async function measurePipelineHttp(o: OrbitBenchOptions) {
+/** How the pipeline's workers run: the SDK's Worker (orbit.pipeline), or plain single-task HTTP calls (orbit.pipeline.http). */
+export type PipelineDriver = "sdk" | "http";
+
+function startWorkers(driver: PipelineDriver, c: LeanClient, node: BenchNode, token: string, queueId: string) {
+  return driver === "sdk" ? sdkWorkers(node.url, token, queueId) : httpWorkers(c, queueId);
+}
+
+/** orbit.pipeline and orbit.pipeline.http: the pipeline's throughput, closed loop (16 producers, 16 tasks in flight at the workers, one subscriber). */
+export async function measurePipeline(o: OrbitBenchOptions, driver: PipelineDriver) {
   const tasks = o.quick ? 3000 : 10000;
   return withNodes(
     o,
-    "pipeline",
+    `pipeline_${driver}`,
     1,
     async (db, [node]) => {
       const cred = bootstrap(db, "bench", "pipeline", ["q"]);
@@ -282,13 +367,19 @@ export async function measurePipelineHttp(o: OrbitBenchOptions) {
       const subscriptionId = await subscribe(node!, cred.token, q, "pipeline");
       const consumer = startConsumer(node!.url, cred.token, subscriptionId);
       const c = new LeanClient(node!.url, cred.token, PRODUCERS + WORKERS);
+      const workers = startWorkers(driver, c, node!, cred.token, q);
       try {
-        const warm = await round(c, q, consumer, warmUpTasks(o), "warm");
+        const warm = await round(c, workers, q, consumer, warmUpTasks(o), "warm");
         await warm.finish();
-        const pids = { node: node!.pid, mariadb: mariadbPid(), consumer: consumer.pid };
+        const pids: Record<string, number | undefined> = {
+          node: node!.pid,
+          mariadb: mariadbPid(),
+          consumer: consumer.pid,
+        };
+        if (workers.pid !== undefined) pids.worker = workers.pid;
         const rt0 = await node!.roundTrips();
         const measured = await withDbCounters(o.mysqlUrl, () =>
-          withCpu(pids, () => round(c, q, consumer, tasks, "t"), "pipeline"),
+          withCpu(pids, () => round(c, workers, q, consumer, tasks, "t"), `pipeline-${driver}`),
         );
         const roundTrips = (await node!.roundTrips()) - rt0;
         const { round: r, finish } = measured.result.result;
@@ -300,6 +391,7 @@ export async function measurePipelineHttp(o: OrbitBenchOptions) {
           producers: PRODUCERS,
           workers: WORKERS,
           claimWaitMs: CLAIM_WAIT_MS,
+          workerKind: workers.kind,
           consumer: "SDK Consumer, capacity 32, a process of its own",
           tasksPerSec: tasks / seconds,
           seconds,
@@ -316,6 +408,7 @@ export async function measurePipelineHttp(o: OrbitBenchOptions) {
         };
       } finally {
         c.close();
+        await workers.close();
         await consumer.stop();
       }
     },
@@ -346,7 +439,7 @@ interface TopologyResult {
  * (a second `orbit serve` on the same database). The first seconds are a ramp (the nodes'
  * JIT, MariaDB's buffers): produced, not counted.
  */
-export async function measurePipelineLatency(o: OrbitBenchOptions, rate: number) {
+export async function measurePipelineLatency(o: OrbitBenchOptions, rate: number, driver: PipelineDriver = "sdk") {
   const seconds = o.quick ? 6 : 20;
   const warmupSeconds = o.quick ? 2 : 3;
   const n = Math.round(rate * (warmupSeconds + seconds));
@@ -362,12 +455,19 @@ export async function measurePipelineLatency(o: OrbitBenchOptions, rate: number)
         const subscriptionId = await subscribe(a!, cred.token, q, `latency-${which}`);
         const consumer = startConsumer((which === "same" ? a! : b!).url, cred.token, subscriptionId);
         const c = new LeanClient(a!.url, cred.token, MAX_SUBMITTING + WORKERS);
+        const workers = startWorkers(driver, c, a!, cred.token, q);
         try {
-          const pids = { nodeA: a!.pid, nodeB: b!.pid, mariadb: mariadbPid(), consumer: consumer.pid };
+          const pids: Record<string, number | undefined> = {
+            nodeA: a!.pid,
+            nodeB: b!.pid,
+            mariadb: mariadbPid(),
+            consumer: consumer.pid,
+          };
+          if (workers.pid !== undefined) pids.worker = workers.pid;
           const roundTrips = async () => (await a!.roundTrips()) + (await b!.roundTrips());
           const rt0 = await roundTrips();
           const measured = await withDbCounters(o.mysqlUrl, () =>
-            withCpu(pids, () => round(c, q, consumer, n, which, rate), `pipeline-latency-${which}`),
+            withCpu(pids, () => round(c, workers, q, consumer, n, which, rate), `pipeline-latency-${which}`),
           );
           const rt = (await roundTrips()) - rt0;
           const { round: r, finish } = measured.result.result;
@@ -387,6 +487,7 @@ export async function measurePipelineLatency(o: OrbitBenchOptions, rate: number)
           };
         } finally {
           c.close();
+          await workers.close();
           await consumer.stop();
         }
       }
@@ -395,6 +496,7 @@ export async function measurePipelineLatency(o: OrbitBenchOptions, rate: number)
         seconds,
         warmupSeconds,
         tasks: n,
+        driver,
         consumer: "SDK Consumer, capacity 32, a process of its own",
         sameNode: out.same!,
         otherNode: out.other!,

@@ -16,7 +16,7 @@ import {
   measureLatency,
   measureScaling,
 } from "./orbit.js";
-import { measurePipelineHttp, measurePipelineLatency } from "./pipeline.js";
+import { measurePipeline, measurePipelineLatency } from "./pipeline.js";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean" }, only: { type: "string" } }, strict: true });
 const o = { quick: values.quick === true, mysqlUrl: process.env.ORBIT_BENCH_MYSQL ?? "mysql://root@127.0.0.1:3306" };
@@ -43,15 +43,16 @@ const httpFloor = await step("floor.http", () => measureHttpFloor(o));
 const jet = await step("peer.jetstream", () => measureJetStream(o));
 // The pipeline and its peer one after the other: their ratio is read within one run, and the
 // machine's speed drifts over minutes.
-const pipeline = await step("orbit.pipeline.http", () => measurePipelineHttp(o));
+const pipeline = await step("orbit.pipeline", () => measurePipeline(o, "sdk"));
 const graphile = await step("peer.graphile-worker", () => measureGraphileWorker(o));
+const pipelineHttp = await step("orbit.pipeline.http", () => measurePipeline(o, "http"));
 const pipelineLatency = await step("orbit.pipeline.latency", async () => {
-  // Half the pipeline's maximum as this run measured it; run alone (--only), it measures
-  // the maximum first.
-  const max = pipeline?.tasksPerSec ?? (await measurePipelineHttp(o)).tasksPerSec;
+  // Half the SDK pipeline's maximum as this run measured it; run alone (--only), it
+  // measures the maximum first.
+  const max = pipeline?.tasksPerSec ?? (await measurePipeline(o, "sdk")).tasksPerSec;
   return {
     maxRatePerSec: max,
-    maxRateFrom: pipeline ? "orbit.pipeline.http" : "a pipeline run of its own, before",
+    maxRateFrom: pipeline ? "orbit.pipeline" : "a pipeline run of its own, before",
     ...(await measurePipelineLatency(o, Math.round(max / 2))),
   };
 });
@@ -86,14 +87,12 @@ interface Goal {
   note?: string;
 }
 const goals: Record<string, Goal> = {
-  // The SDK has no Worker yet: this goal waits for it (not measured, "—").
   "orbit.pipeline (SDK Worker) / peer.graphile-worker": {
-    value: undefined,
+    value: ratio(num(pipeline?.tasksPerSec), graphileRate),
     atLeast: 1.0,
-    note: "not measured: the SDK has no Worker yet",
   },
   "orbit.pipeline.http / peer.graphile-worker": {
-    value: ratio(num(pipeline?.tasksPerSec), graphileRate),
+    value: ratio(num(pipelineHttp?.tasksPerSec), graphileRate),
     atLeast: 0.5,
   },
   "submit → delivered p99 at half the max pipeline rate, same node": {
@@ -151,13 +150,8 @@ const rows: [string, string, string][] = [
     jetRate === undefined ? `skipped` : `${f(jetRate)} msgs/s`,
     "information, not a goal: its file store does not fsync each message",
   ],
-  [
-    "orbit.pipeline.http (16 producers, 16 workers)",
-    `${f(pipeline?.tasksPerSec)} tasks/s`,
-    pipeline
-      ? `submit → delivered p50 ${f(pipeline.submitToDeliveredMs.p50)}, p99 ${f(pipeline.submitToDeliveredMs.p99)} ms; ${perTaskLine(pipeline.cpuMsPerTask)}; client ${f(pipeline.clientShareOfCpu * 100)} % of the CPU; per task ${f(pipeline.databasePerTask.Questions, 1)} statements, ${f(pipeline.databasePerTask.Com_commit, 1)} commits, ${f(pipeline.databasePerTask.roundTrips, 1)} round trips`
-      : "",
-  ],
+  pipelineRow("orbit.pipeline (16 producers, SDK Worker × 16)", pipeline),
+  pipelineRow("orbit.pipeline.http (16 producers, 16 workers)", pipelineHttp),
   [
     "peer.graphile-worker (16 producers, concurrency 16)",
     graphileRate === undefined ? "skipped" : `${f(graphileRate)} jobs/s`,
@@ -256,6 +250,19 @@ for (const [a, b, c] of rows) process.stdout.write(`  ${a.padEnd(w[0]!)}  ${b.pa
 
 function latencyLine(l?: { p50Ms: number; p99Ms: number }): string {
   return `p50 ${f(l?.p50Ms)} ms, p99 ${f(l?.p99Ms)} ms`;
+}
+
+function pipelineRow(
+  name: string,
+  p: Awaited<ReturnType<typeof measurePipeline>> | undefined,
+): [string, string, string] {
+  return [
+    name,
+    `${f(p?.tasksPerSec)} tasks/s`,
+    p
+      ? `submit → delivered p50 ${f(p.submitToDeliveredMs.p50)}, p99 ${f(p.submitToDeliveredMs.p99)} ms; ${perTaskLine(p.cpuMsPerTask)}; clients ${f(p.clientShareOfCpu * 100)} % of the CPU; per task ${f(p.databasePerTask.Questions, 1)} statements, ${f(p.databasePerTask.Com_commit, 1)} commits, ${f(p.databasePerTask.roundTrips, 1)} round trips`
+      : "",
+  ];
 }
 
 function perTaskLine(ms: Record<string, number>, per = "task"): string {
