@@ -39,7 +39,12 @@ export async function idempotent<D>(
     await storeReceipt(tx, w.ref, out.status, JSON.stringify(out.data));
     return { ...out, deduplicated: false };
   }
-  const row = await selectKey(tx, w.ref);
+  return replay(tx, w.ref, digest);
+}
+
+/** The stored receipt of a key taken already: a replay's answer, or 409 for other content. */
+export async function replay<D>(tx: Tx, ref: IdempotencyKeyRef, digest: Buffer): Promise<Receipt<D>> {
+  const row = await selectKey(tx, ref);
   if (!row || row.response_data === null) throw new Error("idempotency key without a receipt");
   if (!Buffer.from(row.request_digest).equals(digest)) throw new OrbitError("IDEMPOTENCY_CONFLICT");
   return { status: 200, data: JSON.parse(row.response_data) as D, deduplicated: true };

@@ -2,10 +2,11 @@
 // Each write is idempotent by its Idempotency-Key and runs in one transaction with the
 // event it appends.
 import type { Pool, Tx } from "../db/types.js";
-import { endAttempt, insertTask, selectTask, type TaskRow } from "../db/queries/tasks.js";
+import { endAttempt, newTaskRow, selectTask, submitStatements, type TaskRow } from "../db/queries/tasks.js";
+import { commitAll } from "../db/tx.js";
 import { MAX_TASK_INPUT_BYTES, MAX_TASK_RESULT_BYTES } from "../config/limits.js";
-import { invalidArgument, notFound, stateConflict } from "../wire/errors.js";
-import { idempotent, type Receipt } from "./idempotency.js";
+import { invalidArgument, notFound, stateConflict, unauthenticated } from "../wire/errors.js";
+import { contentDigest, idempotent, replay, type Receipt } from "./idempotency.js";
 import { newId, type Caller } from "./identity.js";
 import { nowMs } from "../clock.js";
 import { moveTask, toWireTask, type TaskWire } from "./task-state.js";
@@ -56,26 +57,34 @@ export function checkResultSize(resultText: string | undefined): void {
   }
 }
 
+/**
+ * A new task in one round trip with its COMMIT (submitStatements): the caller's credential
+ * was authenticated from the node's memory (http/caller.ts REVOCATION_IN_TRANSACTION), and
+ * this transaction checks it is not revoked. A key taken already writes nothing and gets
+ * its stored receipt (idempotency.ts), read after the COMMIT.
+ */
 export async function submitTask(tx: Tx, caller: Caller, s: SubmitInput): Promise<Receipt<TaskReceipt>> {
   requireQueue(caller, s.queueId);
   // docs/tasks.md: 256 KiB, sized on the request's input as sent.
   if (Buffer.byteLength(s.inputText) > MAX_TASK_INPUT_BYTES) throw invalidArgument("input exceeds 256 KiB");
   const ref = { credentialId: caller.credentialId, operation: "tasks.submit", key: s.key };
-  return idempotent(tx, { ref, content: s.canonicalBody }, async () => {
-    const id = newId();
-    const now = nowMs();
-    // The row as inserted, not read back: a submit is 2 round trips ([START; claim the
-    // key], [insert the task; store the receipt; COMMIT]) instead of 5.
-    const row = await insertTask(tx, {
-      id,
-      namespaceId: caller.namespaceId,
-      queueId: s.queueId,
-      maxAttempts: s.maxAttempts ?? DEFAULT_TASK_MAX_ATTEMPTS,
-      input: s.inputText,
-      now,
-    });
-    return { status: 201, data: { task: toWireTask(row) } };
-  });
+  const digest = contentDigest(s.canonicalBody);
+  const task = {
+    id: newId(),
+    namespaceId: caller.namespaceId,
+    queueId: s.queueId,
+    maxAttempts: s.maxAttempts ?? DEFAULT_TASK_MAX_ATTEMPTS,
+    input: s.inputText,
+    now: nowMs(),
+  };
+  const data: TaskReceipt = { task: toWireTask(newTaskRow(task)) };
+  const [checked, key] = (await commitAll(
+    tx,
+    submitStatements(task, { ...ref, digest, status: 201, receipt: JSON.stringify(data) }),
+  )) as [{ active: number }[], { affectedRows: number }];
+  if (checked[0]?.active !== 1) throw unauthenticated();
+  if (key.affectedRows === 1) return { status: 201, data, deduplicated: false };
+  return replay(tx, ref, digest);
 }
 
 export interface CancelInput {

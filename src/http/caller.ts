@@ -10,13 +10,14 @@ import { OrbitError, unauthenticated } from "../wire/errors.js";
 
 /**
  * The operations that authenticate from what the node remembers of the credential, with
- * no lookup of their own (credential-lookups.ts): a worker's call on its attempts, whose
- * batch transaction checks every member's credential is not revoked (worker.ts
- * endAttemptCalls). The workers' calls are most of the requests at a high result rate.
- * Not the claim: it comes first in a worker's loop, and its lookup keeps the memory
- * fresh for the calls that follow (a credential's scope widened since is seen at once).
+ * no lookup of their own (credential-lookups.ts), because their transaction checks the
+ * credential is not revoked: a producer's submit (tasks.ts submitTask) and a worker's
+ * call on its attempts (worker.ts endAttemptCalls). They are most of the requests of the
+ * task path. Not the claim: it comes first in a worker's loop, and its lookup keeps the
+ * memory fresh for the calls that follow.
  */
 export const REVOCATION_IN_TRANSACTION: ReadonlySet<string> = new Set([
+  "submitTask",
   "completeAttempt",
   "completeAttempts",
   "requeueAttempt",

@@ -44,7 +44,8 @@ async function execute(ctx: Context, route: RouteSpec, deps: RouterDeps, signal:
   const caller = await resolveCaller(ctx, route, deps.services.credentials, remembered);
   if (!remembered || !caller) return perform(ctx, route, deps, signal, caller);
   try {
-    return await perform(ctx, route, deps, signal, caller);
+    const callerNow = async () => (await resolveCaller(ctx, route, deps.services.credentials, false))!;
+    return await perform(ctx, route, deps, signal, caller, callerNow);
   } catch (e) {
     await refuseIfRevoked(deps.services.credentials, caller, e);
     throw e;
@@ -57,6 +58,7 @@ async function perform(
   deps: RouterDeps,
   signal: AbortSignal,
   caller: Caller | undefined,
+  callerNow?: () => Promise<Caller>,
 ): Promise<AnyResult> {
   if (route.transport === "websocket") {
     readQuery(ctx, route);
@@ -92,6 +94,7 @@ async function perform(
       if (!caller) throw new Error(`${route.operationId} has no caller`);
       return caller;
     },
+    callerNow: async () => (callerNow ? callerNow() : hctx.caller()),
   };
   const request = {
     path,

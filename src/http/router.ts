@@ -29,6 +29,13 @@ export interface HandlerContext {
   readonly clientGone: AbortSignal;
   /** The authenticated caller; throws for the public operations, which have none. */
   caller(): Caller;
+  /**
+   * The caller from a lookup of its credential now. An operation authenticated from the
+   * node's memory (caller.ts REVOCATION_IN_TRANSACTION) asks for it before it refuses a
+   * queue that memory lacks: a scope granted since is then seen at once. Elsewhere the
+   * caller is from a lookup already, and this returns it.
+   */
+  callerNow(): Promise<Caller>;
 }
 
 export interface RouterDeps {

@@ -189,6 +189,57 @@ describe("tasks", () => {
       const res = await client(node.url, reader.token).post("/v1/tasks", { queue_id: q, input: 1 });
       assertError(res, 403, "PERMISSION_DENIED");
     });
+
+    it("takes a key once under concurrent submits: one task, every other answer replays it", async () => {
+      const before = await taskCount();
+      const body = { queue_id: q, input: { concurrent: true } };
+      const answers = await Promise.all(Array.from({ length: 12 }, () => submit(body, "submit-concurrent")));
+      assert.deepEqual(
+        answers.map((a) => a.status).sort(),
+        [200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 201],
+      );
+      const ids = new Set(answers.map((a) => a.json.data.task.id as string));
+      assert.equal(ids.size, 1, "every answer names the one task");
+      assert.deepEqual(
+        answers.map((a) => a.json.data.deduplicated).filter((d) => d === false),
+        [false],
+      );
+      assert.equal(await taskCount(), before + 1);
+    });
+
+    it("refuses a credential revoked since the node last found it: 401 before any other answer, nothing written", async () => {
+      // The node authenticates a submit from what it remembers of the credential; the
+      // submit's own transaction checks the revocation.
+      const c = await makeCredential(db, {
+        namespaceId: owner.namespace_id,
+        applicationId: owner.application_id,
+        actions: ["tasks:submit"],
+        queueIds: [q],
+      });
+      const mine = client(node.url, c.token);
+      assert.equal((await mine.post("/v1/tasks", { queue_id: q, input: 1 }, "revoked-first")).status, 201);
+      const keys = async () =>
+        Number((await db.query("SELECT COUNT(*) AS n FROM idempotency_keys WHERE credential_id = ?", [c.id]))[0].n);
+      const [tasks, keysBefore] = [await taskCount(), await keys()];
+      await db.query("UPDATE credentials SET revoked_at = UTC_TIMESTAMP(3) WHERE id = ?", [c.id]);
+      assertError(await mine.post("/v1/tasks", { queue_id: q, input: 2 }), 401, "UNAUTHENTICATED");
+      // A replay of its key, a queue outside its scope, a bad body, no key: 401 all the same.
+      assertError(await mine.post("/v1/tasks", { queue_id: q, input: 1 }, "revoked-first"), 401, "UNAUTHENTICATED");
+      assertError(await mine.post("/v1/tasks", { queue_id: ID, input: 1 }), 401, "UNAUTHENTICATED");
+      assertError(await mine.post("/v1/tasks", { queue_id: q, input: 1, max_attempts: 0 }), 401, "UNAUTHENTICATED");
+      assertError(await mine.post("/v1/tasks", { queue_id: q, input: 1 }, null), 401, "UNAUTHENTICATED");
+      assert.deepEqual([await taskCount(), await keys()], [tasks, keysBefore]);
+    });
+
+    it("sees a queue granted to the credential after the node remembered it", async () => {
+      // No API widens a credential; an operator's change in the database is seen by the
+      // next submit all the same, though the node remembered the credential without it.
+      assert.equal((await submit({ queue_id: q, input: 1 })).status, 201);
+      const granted = await grantedQueue(db, owner, "granted-late");
+      const res = await submit({ queue_id: granted, input: 1 });
+      assert.equal(res.status, 201, res.text);
+      assert.equal(res.json.data.task.queue_id, granted);
+    });
   });
 
   describe("read", () => {

@@ -24,21 +24,18 @@ export interface TaskRow {
 const TASK_COLUMNS = `id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
   result, current_attempt_id, lease_until, created_at, updated_at`;
 
-/**
- * A new QUEUED task; returns its row as inserted, so nobody reads it back. Deferred
- * (tx.ts): nothing reads the INSERT's result, so it travels with the transaction's
- * COMMIT; a failure fails the transaction there as usual.
- */
-export async function insertTask(
-  tx: Tx,
-  t: { id: string; namespaceId: string; queueId: string; maxAttempts: number; input: string; now: Date },
-): Promise<TaskRow> {
-  await defer(tx, {
-    sql: `INSERT INTO tasks (id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
-                        input, queued_at, created_at, updated_at)
-     VALUES (?, ?, ?, 'QUEUED', 1, 0, ?, FALSE, ?, ?, ?, ?)`,
-    params: [t.id, t.namespaceId, t.queueId, t.maxAttempts, t.input, t.now, t.now, t.now],
-  });
+/** A new task as submitted. */
+export interface NewTask {
+  readonly id: string;
+  readonly namespaceId: string;
+  readonly queueId: string;
+  readonly maxAttempts: number;
+  readonly input: string;
+  readonly now: Date;
+}
+
+/** A new QUEUED task's row as it is inserted, so nobody reads it back. */
+export function newTaskRow(t: NewTask): TaskRow {
   return {
     id: t.id,
     namespace_id: t.namespaceId,
@@ -54,6 +51,43 @@ export async function insertTask(
     created_at: t.now,
     updated_at: t.now,
   };
+}
+
+/**
+ * A submit's writes, sent with its COMMIT in one round trip (commitAll), each guarded by
+ * the one before, so that what is written is all or nothing without a round trip
+ * between them:
+ *  1. whether the credential is active now (`active`: 1 or 0), the revocation check of a
+ *     caller authenticated from the node's memory;
+ *  2. the idempotency key with its receipt, only if active; INSERT IGNORE, so a key taken
+ *     already (a replay, or a concurrent holder, whose commit this waits for) inserts
+ *     nothing: affectedRows 0;
+ *  3. the task, only if the key was inserted.
+ * The session variables are set by each submit before they are read.
+ */
+export function submitStatements(
+  t: NewTask,
+  key: { credentialId: string; operation: string; key: string; digest: Buffer; status: number; receipt: string },
+): Statement[] {
+  return [
+    {
+      sql: `SELECT @orbit_submit := (SELECT revoked_at IS NULL FROM credentials WHERE id = ?) IS TRUE AS active`,
+      params: [key.credentialId],
+    },
+    {
+      sql: `INSERT IGNORE INTO idempotency_keys
+              (credential_id, operation, idem_key, request_digest, response_status, response_data, created_at)
+            SELECT ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3) FROM DUAL WHERE @orbit_submit`,
+      params: [key.credentialId, key.operation, key.key, key.digest, key.status, key.receipt],
+    },
+    { sql: "SET @orbit_submit = ROW_COUNT() = 1", params: [] },
+    {
+      sql: `INSERT INTO tasks (id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
+                          input, queued_at, created_at, updated_at)
+            SELECT ?, ?, ?, 'QUEUED', 1, 0, ?, FALSE, ?, ?, ?, ? FROM DUAL WHERE @orbit_submit`,
+      params: [t.id, t.namespaceId, t.queueId, t.maxAttempts, t.input, t.now, t.now, t.now],
+    },
+  ];
 }
 
 /** Takes a task id; returns the task (locked for update when `lock`). */

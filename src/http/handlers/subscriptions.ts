@@ -14,9 +14,8 @@ import { bodyOfQueueInScope } from "./queue-scope.js";
 import type { HandlerContext } from "../router.js";
 
 export const createSubscription: Handler<"createSubscription", HandlerContext> = async (req, ctx) => {
-  const caller = ctx.caller();
   // The queue named in the body is the scope (404), before the body and the key (400).
-  const body = await bodyOfQueueInScope(req, caller);
+  const { body, caller } = await bodyOfQueueInScope(req, ctx);
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
     create(tx, caller, {

@@ -17,9 +17,8 @@ import type { HandlerContext } from "../router.js";
 import { bodyOfQueueInScope } from "./queue-scope.js";
 
 export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx) => {
-  const caller = ctx.caller();
   // The queue named in the body is the scope (404), before the body and the key (400).
-  const body = await bodyOfQueueInScope(req, caller);
+  const { body, caller } = await bodyOfQueueInScope(req, ctx);
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
     submit(tx, caller, {

@@ -63,14 +63,14 @@ async function longPoll(
 }
 
 export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) => {
-  const body = await bodyOfQueueInScope(req, ctx.caller());
+  const { body } = await bodyOfQueueInScope(req, ctx);
   const [claimed] = await longPoll(ctx, body, 1);
   return claimed ? { status: 200, data: claimed } : { status: 204 };
 };
 
 /** claimTask for up to max_tasks tasks, in one transaction per poll (docs/tasks.md §6). */
 export const claimTasks: Handler<"claimTasks", HandlerContext> = async (req, ctx) => {
-  const body = await bodyOfQueueInScope(req, ctx.caller());
+  const { body } = await bodyOfQueueInScope(req, ctx);
   const claims = await longPoll(ctx, body, body.max_tasks);
   return claims.length > 0 ? { status: 200, data: { claims } } : { status: 204 };
 };
