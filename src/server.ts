@@ -6,6 +6,7 @@ import type { Duplex } from "node:stream";
 import type { Config } from "./config/index.js";
 import { MAX_BODY_BYTES } from "./config/limits.js";
 import { createPool, parseDatabaseUrl } from "./db/pool.js";
+import { localPath } from "./db/local-socket.js";
 import { ENGINE_SESSION } from "./domain/delivery-engine.js";
 import { checkNotNewer, migrate } from "./db/migrate.js";
 import { buildApp } from "./app.js";
@@ -74,12 +75,21 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   } else {
     await checkNotNewer(config.databaseUrl);
   }
-  const pool = createPool(config.databaseUrl, config.dbPoolSize, undefined, ANSWER_DEADLINE_MS);
+  const dbPath = await localPath(config.databaseUrl, config.databaseSocket);
+  log.log(
+    "info",
+    "database",
+    dbPath.socket
+      ? { via: "unix socket", socket: dbPath.socket }
+      : { via: "tcp", ...(dbPath.tcpBecause ? { because: dbPath.tcpBecause } : {}) },
+  );
+  const databaseUrl = dbPath.url;
+  const pool = createPool(databaseUrl, config.dbPoolSize, undefined, ANSWER_DEADLINE_MS);
   let closing = false;
   // The sequencer numbers what every request committed, and nothing is delivered before
   // it: on the main pool its transaction would queue behind the requests in flight, and
   // that wait would be most of a result's latency.
-  const sequencerPool = createPool(config.databaseUrl, SEQUENCER_POOL_SIZE, undefined, ANSWER_DEADLINE_MS);
+  const sequencerPool = createPool(databaseUrl, SEQUENCER_POOL_SIZE, undefined, ANSWER_DEADLINE_MS);
   const services = createServices(pool, sequencerPool, log, config.workerLeaseMs);
   const app = buildApp({ pool, services, log, requestTimeoutMs: config.requestTimeoutMs });
   const koaHandler = app.callback();
@@ -124,12 +134,12 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   // Claims get a pool of their own, as large as the claim pool, so that slow claim SQL
   // never holds up ACKs, pings and hellos (docs/protocol.md §5). Only claims run there, so their
   // session settings are made once per connection (ENGINE_SESSION).
-  const claimPool = createPool(config.databaseUrl, CLAIM_POOL_GLOBAL, ENGINE_SESSION, ENGINE_ANSWER_DEADLINE_MS);
+  const claimPool = createPool(databaseUrl, CLAIM_POOL_GLOBAL, ENGINE_SESSION, ENGINE_ANSWER_DEADLINE_MS);
   // ACKs get theirs too: behind 16 busy HTTP requests on the main pool an ACK's commit
   // would wait for a connection, its connection's capacity stay taken, and deliveries on
   // a node that also takes appends lag (bench orbit.latency, same node). Only ACK
   // transactions run there: ENGINE_SESSION as for claims.
-  const ackPool = createPool(config.databaseUrl, ACK_POOL_SIZE, ENGINE_SESSION, ENGINE_ANSWER_DEADLINE_MS);
+  const ackPool = createPool(databaseUrl, ACK_POOL_SIZE, ENGINE_SESSION, ENGINE_ANSWER_DEADLINE_MS);
   const hub = new EventHub({
     pool,
     claimPool,

@@ -15,6 +15,7 @@ upgrades included (request id, route, status, duration; never a token or secret)
 Several nodes on one database form one cluster.
 
 Environment (defaults): ORBIT_DATABASE_URL (mysql://root@127.0.0.1:3306/orbit),
+ORBIT_DATABASE_SOCKET (auto: the database's Unix socket when it is on this host; off),
 ORBIT_HOST (127.0.0.1), ORBIT_PORT (8080; 0 picks a free port), ORBIT_LEASE_DURATION_MS
 (30000), ORBIT_HELLO_TIMEOUT_MS (5000), ORBIT_IDLE_TIMEOUT_MS (60000),
 ORBIT_MAX_CONNECTIONS (128), ORBIT_WORKER_LEASE_MS (60000), ORBIT_REQUEST_TIMEOUT_MS

@@ -5,6 +5,8 @@ import { DEFAULT_DB_POOL_SIZE, MANAGEMENT_TIMEOUT_MS, SEQUENCER_SWEEP_MS } from 
 
 export interface Config {
   readonly databaseUrl: string;
+  /** Whether a node takes the database's Unix socket when the URL names this host (db/local-socket.ts). */
+  readonly databaseSocket: "auto" | "off";
   readonly host: string;
   readonly port: number;
   readonly leaseDurationMs: number;
@@ -66,8 +68,12 @@ export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = env.ORBIT_DATABASE_URL || DEFAULT_DATABASE_URL;
   if (!/^mysql:\/\//.test(databaseUrl)) throw new ConfigError("ORBIT_DATABASE_URL must start with mysql://");
   checkPercentEncoding(databaseUrl);
+  const socket = env.ORBIT_DATABASE_SOCKET || "auto";
+  if (socket !== "auto" && socket !== "off")
+    throw new ConfigError(`ORBIT_DATABASE_SOCKET must be auto or off, got "${socket}"`);
   return Object.freeze({
     databaseUrl,
+    databaseSocket: socket,
     host: env.ORBIT_HOST || "127.0.0.1",
     port: int(env, "ORBIT_PORT", 8080, 0, 65535),
     leaseDurationMs: int(env, "ORBIT_LEASE_DURATION_MS", 30000, 100, 3_600_000),

@@ -138,6 +138,9 @@ describe("orbit CLI", () => {
     const sweep = await runCli(["serve"], { ORBIT_SEQUENCER_SWEEP_MS: "50" });
     assert.equal(sweep.code, 1);
     assert.match(sweep.stderr, /ORBIT_SEQUENCER_SWEEP_MS must be between 100 and 3600000, got 50/);
+    const socket = await runCli(["serve"], { ORBIT_DATABASE_SOCKET: "/run/mysqld/mysqld.sock" });
+    assert.equal(socket.code, 1);
+    assert.match(socket.stderr, /ORBIT_DATABASE_SOCKET must be auto or off/);
   });
 
   it("orbit credential: --help (also after revoke) exits 0; anything but `revoke ID` is exit 2; orbit alone exits 2", async () => {
@@ -212,7 +215,9 @@ describe("orbit CLI", () => {
             ? String(Number(stated) + 1)
             : name === "ORBIT_HOST"
               ? "127.0.0.2"
-              : `${stated}_other`;
+              : name === "ORBIT_DATABASE_SOCKET"
+                ? "off"
+                : `${stated}_other`;
       if (stated !== undefined)
         assert.deepEqual(loadConfig({ [name]: stated }), base, `${name}=${stated} is not the default`);
       assert.notDeepEqual(loadConfig({ [name]: other }), base, `${name} is not read`);
