@@ -73,9 +73,10 @@ export class OrbitClient {
   // fraction of the client CPU per request, which the orbit.append benchmark (client and
   // node on one 2-core machine) pays per result. Idle sockets are unref'd by the agent, so
   // a client never keeps a process alive.
-  private readonly agent: http.Agent;
-
-  // #private: util.inspect (a logged client, a REPL) shows TypeScript's private fields.
+  // #private, as the token: util.inspect (a logged client, a REPL) shows TypeScript's
+  // private fields, and a socket the agent holds until a response's end has been handled
+  // still carries the request's Authorization header.
+  readonly #agent: http.Agent;
   readonly #token: string;
 
   constructor(options: OrbitClientOptions) {
@@ -84,7 +85,7 @@ export class OrbitClient {
     this.retries = options.retries ?? 3;
     this.timeoutMs = options.timeoutMs ?? 15000;
     this.backoffMs = options.backoffMs ?? 100;
-    this.agent =
+    this.#agent =
       new URL(this.baseUrl).protocol === "https:"
         ? new https.Agent({ keepAlive: true })
         : new http.Agent({ keepAlive: true });
@@ -228,7 +229,7 @@ export class OrbitClient {
       if (c.signal?.aborted) throw new OrbitNetworkError(`${c.method} ${c.path}: aborted`, c.signal.reason);
       let res: Answer;
       try {
-        res = await send(this.agent, url, c.method, headers, body, c.timeoutMs ?? this.timeoutMs, c.signal);
+        res = await send(this.#agent, url, c.method, headers, body, c.timeoutMs ?? this.timeoutMs, c.signal);
       } catch (e) {
         // (A request that could not even be built threw before anything was sent.)
         const failure = e instanceof NotAnswered ? e : new NotAnswered(e, false);
