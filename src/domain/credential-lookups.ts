@@ -1,5 +1,5 @@
-// Every HTTP request authenticates: one credential lookup each, except a submit and a
-// worker's call on its attempt (below). Requests that arrive while the node's lookups are in flight
+// Every HTTP request authenticates: one credential lookup each, except a submit, a
+// worker's claim and its calls on its attempt (below). Requests that arrive while the node's lookups are in flight
 // wait for the next one and share it — one statement for all their credentials (the 16
 // workers of an application share one). A request is answered only from a lookup that
 // started after it arrived, so a revocation committed before the request is always
@@ -9,8 +9,8 @@
 // after it is created but its revocation (identity.ts: no API narrows one), and a
 // revocation is final, so what is remembered is exact except for a revocation since.
 // Only an operation that checks revocation inside its own transaction may authenticate
-// from it (http/caller.ts REVOCATION_IN_TRANSACTION): a submit and a worker's calls then
-// save the lookup's round trip, a large share of the round trips per task.
+// from it (http/caller.ts REVOCATION_IN_TRANSACTION): the task path's requests then save
+// the lookup's round trip, a large share of the round trips per task.
 import type { Pool } from "../db/types.js";
 import { selectCredentialsWithQueues, type CredentialWithQueues } from "../db/queries/identity.js";
 

@@ -93,17 +93,17 @@ export const noEffects = (): ExpiryEffects => ({ namespaces: new Set(), queues: 
 /**
  * One claim attempt: recover expired attempts of the queue, then take its oldest QUEUED
  * tasks, at most `maxTasks` (1 for claimTask, up to 32 for claimTasks), each RUNNING under
- * an attempt of its own; none when the queue has none. `recheckCredential`: the caller
- * was authenticated before an earlier attempt of the same long-poll, so its credential
- * may have been revoked since; a revoked credential takes no task (docs/tasks.md: a
- * revoked token is 401 UNAUTHENTICATED).
+ * an attempt of its own; none when the queue has none. The caller was authenticated from
+ * the node's memory (http/caller.ts REVOCATION_IN_TRANSACTION), or before an earlier
+ * attempt of the same long-poll: its credential may have been revoked since, and a revoked
+ * credential takes no task (docs/tasks.md: a revoked token is 401 UNAUTHENTICATED).
  *
- * 2 round trips whatever `maxTasks`: [START; the credential's revocation when rechecked;
- * the queue's expired attempts and its oldest QUEUED tasks, all locked], [each attempt's
- * INSERT and its task's UPDATE, and COMMIT], not one per statement. A task an expiry
- * requeues goes to the back of the queue, so the tasks read first are still the oldest;
- * only when they were fewer than asked is the queue read again, after the expiry (the
- * rows this transaction locked come back in it: SKIP LOCKED skips only others' locks).
+ * 2 round trips whatever `maxTasks`: [START; the credential's revocation; the queue's
+ * expired attempts and its oldest QUEUED tasks, all locked], [each attempt's INSERT and its
+ * task's UPDATE, and COMMIT], not one per statement. A task an expiry requeues goes to the
+ * back of the queue, so the tasks read first are still the oldest; only when they were
+ * fewer than asked is the queue read again, after the expiry (the rows this transaction
+ * locked come back in it: SKIP LOCKED skips only others' locks).
  */
 export async function claimQueued(
   pool: Pool,
@@ -113,18 +113,17 @@ export async function claimQueued(
   workerLeaseMs: number,
   effects: ExpiryEffects,
   signal?: AbortSignal,
-  recheckCredential = false,
 ): Promise<ClaimResult[]> {
   return withTransaction(
     pool,
     async (tx) => {
       const now = nowMs();
-      const reads = [expiredStatement(now, EXPIRE_BATCH, queueId), nextQueuedStatement(queueId, maxTasks)];
-      if (recheckCredential) reads.unshift(credentialRevocationStatement(caller.credentialId));
-      const results = (await queryAll(tx, reads)) as RowDataPacket[][];
-      if (recheckCredential && revokedIn(results.shift()!))
-        throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
-      const [expired, next] = results as [RowDataPacket[], (TaskRow & RowDataPacket)[]];
+      const [revocation, expired, next] = (await queryAll(tx, [
+        credentialRevocationStatement(caller.credentialId),
+        expiredStatement(now, EXPIRE_BATCH, queueId),
+        nextQueuedStatement(queueId, maxTasks),
+      ])) as [RowDataPacket[], RowDataPacket[], (TaskRow & RowDataPacket)[]];
+      if (revokedIn(revocation)) throw new OrbitError("UNAUTHENTICATED", "the credential was revoked");
       let tasks: TaskRow[] = next;
       if (expired.length > 0) {
         await expireTasks(

@@ -11,13 +11,14 @@ import { OrbitError, unauthenticated } from "../wire/errors.js";
 /**
  * The operations that authenticate from what the node remembers of the credential, with
  * no lookup of their own (credential-lookups.ts), because their transaction checks the
- * credential is not revoked: a producer's submit (tasks.ts submitTask) and a worker's
- * call on its attempts (worker.ts endAttemptCalls). They are most of the requests of the
- * task path. Not the claim: it comes first in a worker's loop, and its lookup keeps the
- * memory fresh for the calls that follow.
+ * credential is not revoked: a producer's submit (tasks.ts submitTask), a worker's claims
+ * (worker.ts claimQueued) and its calls on its attempts (worker.ts endAttemptCalls). They
+ * are most of the requests of the task path.
  */
 export const REVOCATION_IN_TRANSACTION: ReadonlySet<string> = new Set([
   "submitTask",
+  "claimTask",
+  "claimTasks",
   "completeAttempt",
   "completeAttempts",
   "requeueAttempt",

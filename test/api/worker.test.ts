@@ -426,6 +426,24 @@ describe("worker API", () => {
       assert.equal(done.json.data.task.state, "SUCCEEDED");
     });
 
+    it("answers a claim 401 once the credential the node remembers is revoked, whatever else is wrong, and takes nothing", async () => {
+      const w = await rememberedCredential(["tasks:work"]);
+      const t = (await api.post("/v1/tasks", { queue_id: w.q, input: 1 })).json.data.task;
+      // The node found the credential active: its first claim took t.
+      assert.equal((await w.api.post("/v1/worker/claim", { queue_id: w.q, wait_ms: 0 }, null)).status, 200);
+      const t2 = (await api.post("/v1/tasks", { queue_id: w.q, input: 2 })).json.data.task;
+      await revoke(w.id);
+      for (const [path, body] of [
+        ["/v1/worker/claim", { queue_id: w.q }],
+        ["/v1/worker/claims", { queue_id: w.q, max_tasks: 4 }],
+        ["/v1/worker/claim", { queue_id: "0123456789abcdef0123456789abcdef" }],
+        ["/v1/worker/claims", { queue_id: w.q, max_tasks: 33 }],
+      ] as const)
+        assertError(await w.api.post(path, body, null), 401, "UNAUTHENTICATED");
+      assert.deepEqual((await taskOf(t2.id)).state, "QUEUED", "the revoked claims took nothing");
+      assert.equal((await taskOf(t.id)).state, "RUNNING");
+    });
+
     it("answers 401, not 403, to a revoked credential without the worker's action", async () => {
       const r = await rememberedCredential(["tasks:read"]);
       const t = (await api.post("/v1/tasks", { queue_id: r.q, input: 1 })).json.data.task;

@@ -35,21 +35,12 @@ async function longPoll(
   const deadline = performance.now() + (body.wait_ms ?? 0);
   const { queueSignals, workerLeaseMs } = ctx.services;
   const signal = AbortSignal.any([ctx.signal, ctx.clientGone]);
-  // The request authenticated before the first claim; a later one, after a wait, first
-  // checks that the credential was not revoked meanwhile.
-  for (let waited = false; ; waited = true) {
+  // Each claim's transaction checks that the credential is not revoked: the request
+  // authenticated from the node's memory, and a long poll may outlive a revocation.
+  for (;;) {
     if (ctx.clientGone.aborted) return [];
     const effects = noEffects();
-    const claimed = await claimQueued(
-      ctx.pool,
-      caller,
-      body.queue_id,
-      maxTasks,
-      workerLeaseMs,
-      effects,
-      signal,
-      waited,
-    );
+    const claimed = await claimQueued(ctx.pool, caller, body.queue_id, maxTasks, workerLeaseMs, effects, signal);
     afterCommit(
       ctx.services,
       effects.namespaces,
