@@ -70,7 +70,7 @@ describe("the database's Unix socket", () => {
     }
   });
 
-  it("keeps TCP when the socket refuses the URL's credentials, and never reports the password", async () => {
+  it("keeps TCP when the URL's credentials are refused, and never reports the password", async () => {
     const u = new URL(MYSQL_SERVER);
     u.username = "orbit_no_such_user";
     u.password = "s3cret-never-shown";
