@@ -5,7 +5,7 @@ import type { Pool, Tx } from "../db/types.js";
 import { endAttempt, newTaskRow, selectTask, submitStatements, type TaskRow } from "../db/queries/tasks.js";
 import { commitAll } from "../db/tx.js";
 import { MAX_TASK_INPUT_BYTES, MAX_TASK_RESULT_BYTES } from "../config/limits.js";
-import { invalidArgument, notFound, stateConflict, unauthenticated } from "../wire/errors.js";
+import { invalidArgument, notFound, stateConflict, unauthenticated, unavailable } from "../wire/errors.js";
 import { contentDigest, idempotent, replay, type Receipt } from "./idempotency.js";
 import { newId, type Caller } from "./identity.js";
 import { nowMs } from "../clock.js";
@@ -63,7 +63,12 @@ export function checkResultSize(resultText: string | undefined): void {
  * this transaction checks it is not revoked. A key taken already writes nothing and gets
  * its stored receipt (idempotency.ts), read after the COMMIT.
  */
-export async function submitTask(tx: Tx, caller: Caller, s: SubmitInput): Promise<Receipt<TaskReceipt>> {
+export async function submitTask(
+  tx: Tx,
+  caller: Caller,
+  s: SubmitInput,
+  signal?: AbortSignal,
+): Promise<Receipt<TaskReceipt>> {
   requireQueue(caller, s.queueId);
   // docs/tasks.md: 256 KiB, sized on the request's input as sent.
   if (Buffer.byteLength(s.inputText) > MAX_TASK_INPUT_BYTES) throw invalidArgument("input exceeds 256 KiB");
@@ -78,11 +83,14 @@ export async function submitTask(tx: Tx, caller: Caller, s: SubmitInput): Promis
     now: nowMs(),
   };
   const data: TaskReceipt = { task: toWireTask(newTaskRow(task)) };
-  const [checked, key] = (await commitAll(
+  // Checked here, as withTransaction checks before its own COMMIT: a submit whose deadline
+  // passed (its 503 answered already) writes nothing.
+  if (signal?.aborted) throw unavailable();
+  const [, checked, key] = (await commitAll(
     tx,
-    submitStatements(task, { ...ref, digest, status: 201, receipt: JSON.stringify(data) }),
-  )) as [{ active: number }[], { affectedRows: number }];
-  if (checked[0]?.active !== 1) throw unauthenticated();
+    submitStatements(task, { ref, digest, status: 201, receipt: JSON.stringify(data) }),
+  )) as [unknown, { active: number | string }[], { affectedRows: number }];
+  if (Number(checked[0]?.active) !== 1) throw unauthenticated();
   if (key.affectedRows === 1) return { status: 201, data, deduplicated: false };
   return replay(tx, ref, digest);
 }

@@ -1,7 +1,7 @@
 // SQL for idempotency_keys.
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import type { Tx } from "../types.js";
-import { defer } from "../tx.js";
+import { defer, type Statement } from "../tx.js";
 
 export interface IdempotencyKeyRef {
   readonly credentialId: string;
@@ -26,6 +26,27 @@ export async function claimKey(tx: Tx, ref: IdempotencyKeyRef, digest: Buffer): 
     [ref.credentialId, ref.operation, ref.key, digest],
   );
   return res.affectedRows === 1;
+}
+
+/**
+ * The key with its request digest and its receipt at once, only when `guard` (an SQL
+ * condition) holds: for a write whose result is known before it is sent (tasks.ts
+ * submitStatements). INSERT IGNORE, as claimKey: a key taken already inserts nothing
+ * (affectedRows 0), after waiting for a concurrent holder's commit.
+ */
+export function keyWithReceiptStatement(
+  ref: IdempotencyKeyRef,
+  digest: Buffer,
+  status: number,
+  data: string,
+  guard: string,
+): Statement {
+  return {
+    sql: `INSERT IGNORE INTO idempotency_keys
+            (credential_id, operation, idem_key, request_digest, response_status, response_data, created_at)
+          SELECT ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3) FROM DUAL WHERE ${guard}`,
+    params: [ref.credentialId, ref.operation, ref.key, digest, status, data],
+  };
 }
 
 /**

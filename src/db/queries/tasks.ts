@@ -2,6 +2,7 @@
 import type { RowDataPacket } from "mysql2/promise";
 import type { Pool, Tx } from "../types.js";
 import { defer, type Statement } from "../tx.js";
+import { keyWithReceiptStatement, type IdempotencyKeyRef } from "./idempotency.js";
 
 export type TaskState = "QUEUED" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "NEEDS_REVIEW";
 
@@ -54,32 +55,27 @@ export function newTaskRow(t: NewTask): TaskRow {
 }
 
 /**
- * A submit's writes, sent with its COMMIT in one round trip (commitAll), each guarded by
- * the one before, so that what is written is all or nothing without a round trip
- * between them:
- *  1. whether the credential is active now (`active`: 1 or 0), the revocation check of a
+ * A submit's statements, sent with its COMMIT in one round trip (commitAll), each write
+ * guarded by the statement before, so that what is written is all or nothing without a
+ * round trip between them:
+ *  1-2. whether the credential is active now (`active`: 1 or 0), the revocation check of a
  *     caller authenticated from the node's memory;
- *  2. the idempotency key with its receipt, only if active; INSERT IGNORE, so a key taken
- *     already (a replay, or a concurrent holder, whose commit this waits for) inserts
- *     nothing: affectedRows 0;
- *  3. the task, only if the key was inserted.
- * The session variables are set by each submit before they are read.
+ *  3. the idempotency key with its receipt, only if active; a key taken already (a replay,
+ *     or a concurrent holder, whose commit this waits for) inserts nothing: affectedRows 0;
+ *  4-5. the task, only if the key was inserted.
+ * The session variable is set by each submit before it is read.
  */
 export function submitStatements(
   t: NewTask,
-  key: { credentialId: string; operation: string; key: string; digest: Buffer; status: number; receipt: string },
+  key: { ref: IdempotencyKeyRef; digest: Buffer; status: number; receipt: string },
 ): Statement[] {
   return [
     {
-      sql: `SELECT @orbit_submit := (SELECT revoked_at IS NULL FROM credentials WHERE id = ?) IS TRUE AS active`,
-      params: [key.credentialId],
+      sql: "SET @orbit_submit = (SELECT revoked_at IS NULL FROM credentials WHERE id = ?) IS TRUE",
+      params: [key.ref.credentialId],
     },
-    {
-      sql: `INSERT IGNORE INTO idempotency_keys
-              (credential_id, operation, idem_key, request_digest, response_status, response_data, created_at)
-            SELECT ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3) FROM DUAL WHERE @orbit_submit`,
-      params: [key.credentialId, key.operation, key.key, key.digest, key.status, key.receipt],
-    },
+    { sql: "SELECT @orbit_submit AS active", params: [] },
+    keyWithReceiptStatement(key.ref, key.digest, key.status, key.receipt, "@orbit_submit"),
     { sql: "SET @orbit_submit = ROW_COUNT() = 1", params: [] },
     {
       sql: `INSERT INTO tasks (id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,

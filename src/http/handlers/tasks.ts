@@ -21,13 +21,18 @@ export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx
   const { body, caller } = await bodyOfQueueInScope(req, ctx);
   const key = req.idempotencyKey();
   const receipt = await inTransaction(ctx, (tx) =>
-    submit(tx, caller, {
-      queueId: body.queue_id,
-      inputText: req.rawField("input")!,
-      ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
-      key,
-      canonicalBody: req.canonicalBody(),
-    }),
+    submit(
+      tx,
+      caller,
+      {
+        queueId: body.queue_id,
+        inputText: req.rawField("input")!,
+        ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
+        key,
+        canonicalBody: req.canonicalBody(),
+      },
+      ctx.signal,
+    ),
   );
   // One new task: one waiting claim is woken for it.
   if (!receipt.deduplicated) ctx.services.queueSignals.notify(body.queue_id, 1);
