@@ -200,13 +200,14 @@ function sdkWorkers(baseUrl: string, token: string, queueId: string): Workers {
       let fail!: (e: Error) => void;
       const failed = new Promise<never>((_, reject) => (fail = reject));
       failed.catch(() => undefined);
-      let stopped: ((n: number) => void) | undefined;
+      let stopped: { resolve: (n: number) => void; reject: (e: Error) => void } | undefined;
       onExit = fail;
       onMessage = (m) => {
         if (m.type === "failed") fail(new Error(`pipeline worker: ${m.message}`));
         if (m.type === "stopped") {
-          if (m.refused > 0) fail(new Error(`pipeline worker: ${m.refused} completions refused`));
-          stopped?.(m.completed);
+          // A refused completion is a task the pipeline did not finish as counted: the round fails.
+          if (m.refused > 0) stopped?.reject(new Error(`pipeline worker: ${m.refused} completions refused`));
+          else stopped?.resolve(m.completed);
         }
       };
       command({ type: "start" });
@@ -214,7 +215,7 @@ function sdkWorkers(baseUrl: string, token: string, queueId: string): Workers {
         failed,
         stop: () =>
           new Promise<number>((resolve, reject) => {
-            stopped = resolve;
+            stopped = { resolve, reject };
             onExit = reject;
             command({ type: "stop" });
           }),
@@ -222,7 +223,7 @@ function sdkWorkers(baseUrl: string, token: string, queueId: string): Workers {
     },
     close: () =>
       new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
         onExit = () => resolve();
         command({ type: "exit" });
       }),

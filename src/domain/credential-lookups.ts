@@ -1,7 +1,7 @@
 // Every HTTP request authenticates: one credential lookup each, except a submit, a
-// worker's claim and its calls on its attempt (below). Requests that arrive while the node's lookups are in flight
-// wait for the next one and share it — one statement for all their credentials (the 16
-// workers of an application share one). A request is answered only from a lookup that
+// worker's claim and its calls on its attempt (below). Requests that arrive while the
+// node's lookups are in flight wait for the next one and share it — one statement for all
+// their credentials (the 16 workers of an application share one). A request is answered only from a lookup that
 // started after it arrived, so a revocation committed before the request is always
 // seen (docs/tasks.md: a revoked token authenticates nothing from then on).
 //

@@ -100,7 +100,7 @@ export async function authenticate(source: Pool | CredentialLookups, header: str
 /**
  * The same from what the node remembers of the credential (credential-lookups.ts): only
  * for an operation whose own transaction then checks that the credential is not revoked
- * (worker.ts endAttemptCalls), and that checks again before it answers an error
+ * (http/caller.ts REVOCATION_IN_TRANSACTION), and that checks again before it answers an error
  * (http/caller.ts), so that a revoked token still gets 401 before anything else.
  */
 export async function authenticateRemembered(lookups: CredentialLookups, header: string | undefined): Promise<Caller> {

@@ -1,6 +1,6 @@
 // Who is calling: the operation's authentication (401) and action (403), the first two
-// checks of docs/protocol.md §1, from a fresh lookup of the credential or, for a worker's
-// calls on its attempt, from what the node remembers of it.
+// checks of docs/protocol.md §1, from a fresh lookup of the credential or, for the task
+// path's requests (REVOCATION_IN_TRANSACTION), from what the node remembers of it.
 import type { Context } from "koa";
 import type { RouteSpec } from "../../generated/http/routes.js";
 import { translateDbError } from "../db/tx.js";
@@ -61,7 +61,13 @@ export async function resolveCaller(
  * nothing there.
  */
 export async function refuseIfRevoked(credentials: CredentialLookups, caller: Caller, e: unknown): Promise<void> {
-  if (!(e instanceof OrbitError) || e.status >= 500 || e.code === "UNAUTHENTICATED") return;
+  if (!(e instanceof OrbitError) || e.status >= 500) return;
+  if (e.code === "UNAUTHENTICATED") {
+    // The transaction found the credential revoked: a lookup teaches the node's memory,
+    // so the token's next requests are refused without a transaction of their own.
+    void credentials.find(caller.credentialId).catch(() => undefined);
+    return;
+  }
   let now;
   try {
     now = await credentials.find(caller.credentialId);
