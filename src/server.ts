@@ -63,6 +63,9 @@ export class ListenError extends Error {
   }
 }
 
+/** How long an idle HTTP keep-alive connection stays open: above a balancer's 60 s. */
+export const KEEP_ALIVE_MS = 65_000;
+
 export async function startServer(config: Config, log: Logger, opts: StartOptions): Promise<RunningServer> {
   parseDatabaseUrl(config.databaseUrl);
   if (opts.migrate) {
@@ -127,6 +130,10 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   server.requestTimeout = config.requestTimeoutMs + 2000;
   server.headersTimeout = 10_000;
   server.maxHeadersCount = 100;
+  // A load balancer reuses its connections to the node and closes one idle for 60 s (the
+  // usual default): the node must not close it first, or a request the balancer sends as
+  // the node closes is lost (a 502). Idle connections close at shutdown all the same.
+  server.keepAliveTimeout = KEEP_ALIVE_MS;
   server.on("clientError", (err, socket) => {
     log.log("warn", "client error", describeError(err));
     writeRawError(socket, "INVALID_ARGUMENT");

@@ -1004,6 +1004,31 @@ describe("HTTP basics", () => {
       assert.ok(extra.lines.some((l) => l.includes('"msg":"stopped"')));
     });
 
+    it("keeps an idle keep-alive connection open past Node's 5 s and the 10 s header limit", async function () {
+      // docs/operations.md: a balancer in front closes idle connections after 60 s; the node
+      // must not close one first (the next request the balancer sends on it would be lost).
+      this.timeout(30_000);
+      const socket = net.connect(node.port, "127.0.0.1");
+      let received = "";
+      let closed = false;
+      socket.on("data", (c: Buffer) => (received += c.toString("latin1")));
+      socket.on("close", () => (closed = true));
+      await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+      const get = `GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:${node.port}\r\n\r\n`;
+      socket.write(get);
+      await new Promise((r) => setTimeout(r, 11_500));
+      assert.equal(closed, false, "the node closed an idle keep-alive connection");
+      assert.doesNotMatch(received, /Connection: close/i);
+      assert.match(received, /Keep-Alive: timeout=65/i);
+      socket.write(get);
+      const end = Date.now() + 5000;
+      while ((received.match(/HTTP\/1\.1 200 /g) ?? []).length < 2) {
+        assert.ok(Date.now() < end, "no answer to the second request");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      socket.destroy();
+    });
+
     it("answers a request already in flight at SIGTERM with Connection: close", async () => {
       // docs/operations.md, Shutdown: no client may reuse a connection to a node going away.
       const extra = await startNode(db.url);
