@@ -1,3 +1,4 @@
+import { requireSafeTransport } from "../sdk/transport.js";
 import { loadConfig } from "../config/index.js";
 import { Consumer } from "../sdk/consumer.js";
 import { parse, flag, str, UsageError } from "./args.js";
@@ -41,6 +42,11 @@ export async function runListen(argv: string[]): Promise<number> {
   const baseUrl = process.env.ORBIT_URL || `http://${config.host}:${config.port}`;
   if (!isBaseUrl(baseUrl)) {
     throw new UsageError("ORBIT_URL must be an http:// or https:// URL without credentials, query or fragment");
+  }
+  try {
+    requireSafeTransport(baseUrl, false);
+  } catch (e) {
+    throw new UsageError(`ORBIT_URL: ${(e as Error).message.replace(/, or set allowInsecure: true$/, "")}`);
   }
   const consumer = new Consumer({
     baseUrl,

@@ -23,11 +23,14 @@ import https from "node:https";
 import { OrbitApiError, OrbitNetworkError } from "./errors.js";
 import { stringifyBody, type RawJson } from "./raw-json.js";
 import { parseRetryAfter } from "./retry-after.js";
+import { requireSafeTransport } from "./transport.js";
 import type * as T from "./types.js";
 
 export interface OrbitClientOptions {
   /** e.g. "http://127.0.0.1:8080" (production: https). */
   readonly baseUrl: string;
+  /** Send the token over plain http:// to a host that is not loopback (default false: refused). */
+  readonly allowInsecure?: boolean;
   readonly token: string;
   /**
    * Extra attempts after a network failure or 503 (default 3); claimTask only when its
@@ -80,6 +83,7 @@ export class OrbitClient {
   readonly #token: string;
 
   constructor(options: OrbitClientOptions) {
+    requireSafeTransport(options.baseUrl, options.allowInsecure);
     this.#token = options.token;
     this.baseUrl = options.baseUrl.replace(/\/+$/, "");
     this.retries = options.retries ?? 3;

@@ -10,6 +10,7 @@
 // EVENT_HISTORY_EXPIRED, PERMISSION_DENIED, NOT_FOUND or UNAUTHENTICATED instead of
 // looping. It keeps no in-memory "seen" set: delivery is at least once, so the receiver
 // dedupes by event.id in its own durable store (see examples/inbox).
+import { requireSafeTransport } from "./transport.js";
 import { EventConnection, OrbitEventError, type Delivery, type Proof } from "./event-connection.js";
 import { Backoff } from "./backoff.js";
 import type { EventDelivery, ResultEvent } from "./types.js";
@@ -20,6 +21,8 @@ const CLOSE_AT_LEAST_MS = 1000;
 export interface ConsumerOptions {
   /** A node, or several: after a failed or closed connection the next one is tried. */
   readonly baseUrl: string | readonly string[];
+  /** Send the token over plain http:// (ws://) to a host that is not loopback (default false: refused). */
+  readonly allowInsecure?: boolean;
   readonly token: string;
   readonly subscriptionId: string;
   /** 1-32 (default 8). */
@@ -98,6 +101,8 @@ export class Consumer {
       throw new RangeError(`capacity must be an integer 1-32, not ${this.capacity}`);
     if (!/^[0-9a-f]{32}$/.test(o.subscriptionId))
       throw new RangeError("subscriptionId must be 32 lowercase hex characters");
+    for (const url of typeof o.baseUrl === "string" ? [o.baseUrl] : o.baseUrl)
+      requireSafeTransport(url, o.allowInsecure);
     for (const p of o.proofs ?? []) {
       if (
         !PROOF_ID.test(p.delivery_id) ||
@@ -145,6 +150,7 @@ export class Consumer {
           subscriptionId: this.#o.subscriptionId,
           capacity: this.capacity,
           signal: this.stopping.signal,
+          ...(this.#o.allowInsecure !== undefined ? { allowInsecure: this.#o.allowInsecure } : {}),
         });
         this.conn = conn;
         if (this.draining) {

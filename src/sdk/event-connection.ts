@@ -3,6 +3,7 @@
 // surfaced as a typed {delivery, event, proof}, and ack(proof) resolving with the ACK
 // receipt or rejecting with an OrbitEventError carrying the protocol's code. Frames are
 // checked against the generated validators in both directions.
+import { requireSafeTransport } from "./transport.js";
 import { EventEmitter } from "node:events";
 import WebSocket from "ws";
 import { randomHex } from "../wire/random-hex.js";
@@ -40,6 +41,8 @@ export type { AckReceipt };
 
 export interface EventConnectionOptions {
   readonly baseUrl: string;
+  /** Send the token over plain ws:// to a host that is not loopback (default false: refused). */
+  readonly allowInsecure?: boolean;
   readonly token: string;
   readonly subscriptionId: string;
   /** 1-32: how many deliveries this connection may hold. */
@@ -135,6 +138,7 @@ export class EventConnection extends EventEmitter {
   }
 
   static async open(o: EventConnectionOptions): Promise<EventConnection> {
+    requireSafeTransport(o.baseUrl, o.allowInsecure);
     const url = `${o.baseUrl.replace(/^http/, "ws").replace(/\/+$/, "")}/v1/events/connect`;
     const connectTimeoutMs = o.connectTimeoutMs ?? 10000;
     if (o.signal?.aborted) throw new OrbitEventError("CONNECTION_CLOSED", "open() aborted");

@@ -33,6 +33,8 @@ export interface RefusedCompletion {
 
 export interface WorkerOptions {
   readonly baseUrl: string;
+  /** Send the token over plain http:// to a host that is not loopback (default false: refused). */
+  readonly allowInsecure?: boolean;
   /** A credential with tasks:work on the queue. */
   readonly token: string;
   readonly queueId: string;
@@ -104,7 +106,11 @@ export class Worker {
       throw new RangeError(`waitMs must be an integer 0-30000, not ${this.waitMs}`);
     if (typeof o.handler !== "function") throw new TypeError("handler must be a function");
     this.#o = o;
-    this.#client = new OrbitClient({ baseUrl: o.baseUrl, token: o.token });
+    this.#client = new OrbitClient({
+      baseUrl: o.baseUrl,
+      token: o.token,
+      ...(o.allowInsecure !== undefined ? { allowInsecure: o.allowInsecure } : {}),
+    });
     this.done = new Promise((resolve) => (this.finish = resolve));
   }
 
