@@ -3,7 +3,16 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
 export const registry = new Registry();
-collectDefaultMetrics({ register: registry, prefix: "orbit_" });
+// Prometheus' own names for the process (process_*, nodejs_*): standard dashboards read them.
+collectDefaultMetrics({ register: registry });
+
+/** Always 1; its labels say what a node runs (set once at start-up). */
+export const buildInfo = new Gauge({
+  name: "orbit_build_info",
+  help: "The version of Orbit and of Node.js this node runs (always 1).",
+  labelNames: ["version", "nodejs"] as const,
+  registers: [registry],
+});
 
 export const httpRequests = new Counter({
   name: "orbit_http_requests_total",

@@ -1,10 +1,13 @@
 // A running node: pool, migrations, the HTTP listener with the WebSocket upgrade path,
 // and an ordered, idempotent, time-boxed shutdown.
+import { readFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Config } from "./config/index.js";
 import { MAX_BODY_BYTES } from "./config/limits.js";
+import { PACKAGE_JSON } from "./config/paths.js";
+import { buildInfo } from "./metrics.js";
 import { createPool, parseDatabaseUrl } from "./db/pool.js";
 import { localPath } from "./db/local-socket.js";
 import { ENGINE_SESSION } from "./domain/delivery-engine.js";
@@ -68,6 +71,8 @@ export const KEEP_ALIVE_MS = 65_000;
 
 export async function startServer(config: Config, log: Logger, opts: StartOptions): Promise<RunningServer> {
   parseDatabaseUrl(config.databaseUrl);
+  const { version } = JSON.parse(readFileSync(PACKAGE_JSON, "utf8")) as { version: string };
+  buildInfo.set({ version, nodejs: process.version }, 1);
   if (opts.migrate) {
     const res = await migrate(config.databaseUrl);
     log.log("info", "migrated", {

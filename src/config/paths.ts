@@ -4,5 +4,6 @@ import { fileURLToPath } from "node:url";
 
 export const PACKAGE_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 export const MIGRATIONS_DIR = path.join(PACKAGE_ROOT, "migrations");
+export const PACKAGE_JSON = path.join(PACKAGE_ROOT, "package.json");
 export const OPENAPI_FILE = path.join(PACKAGE_ROOT, "openapi.yaml");
 export const EVENTS_SCHEMA_FILE = path.join(PACKAGE_ROOT, "events.schema.json");

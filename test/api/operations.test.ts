@@ -1,7 +1,8 @@
 // Operating Orbit: liveness, readiness, Prometheus metrics, and
 // credential revocation reaching open event connections at their next claim.
 import { strict as assert } from "node:assert";
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
 import net from "node:net";
 import mysql from "mysql2/promise";
 import { freshDatabase, MYSQL_SERVER, type TestDatabase } from "../helpers/db.js";
@@ -180,7 +181,11 @@ describe("operating a node", function () {
       "head 5, cursor 4 (backlog full)",
     );
     assert.ok(value(new RegExp(`orbit_oldest_pending_age_seconds\\{subscription_id="${sub}"\\} ([0-9.e-]+)`)) >= 0);
-    assert.match(m, /orbit_process_resident_memory_bytes/);
+    assert.match(m, /^process_resident_memory_bytes \d+/m);
+    const { version } = JSON.parse(readFileSync(path.resolve(process.cwd(), "package.json"), "utf8")) as {
+      version: string;
+    };
+    assert.match(m, new RegExp(`^orbit_build_info\\{version="${version}",nodejs="${process.version}"\\} 1$`, "m"));
     assert.ok(!m.includes(cred.token.slice(-43)), "no secret in metrics");
     s.close();
   });
