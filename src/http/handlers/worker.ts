@@ -12,6 +12,7 @@ import {
   type AttemptRequest,
   type ClaimResult,
 } from "../../domain/worker.js";
+import type { Caller } from "../../domain/identity.js";
 import type { HandlerContext } from "../router.js";
 import { bodyOfQueueInScope } from "./queue-scope.js";
 
@@ -27,10 +28,10 @@ import { bodyOfQueueInScope } from "./queue-scope.js";
  */
 async function longPoll(
   ctx: HandlerContext,
+  caller: Caller,
   body: { queue_id: string; wait_ms?: number },
   maxTasks: number,
 ): Promise<ClaimResult[]> {
-  const caller = ctx.caller();
   // A monotonic clock: a wall-clock step (NTP) must not stretch or cut the wait.
   const deadline = performance.now() + (body.wait_ms ?? 0);
   const { queueSignals, workerLeaseMs } = ctx.services;
@@ -54,15 +55,15 @@ async function longPoll(
 }
 
 export const claimTask: Handler<"claimTask", HandlerContext> = async (req, ctx) => {
-  const { body } = await bodyOfQueueInScope(req, ctx);
-  const [claimed] = await longPoll(ctx, body, 1);
+  const { body, caller } = await bodyOfQueueInScope(req, ctx);
+  const [claimed] = await longPoll(ctx, caller, body, 1);
   return claimed ? { status: 200, data: claimed } : { status: 204 };
 };
 
 /** claimTask for up to max_tasks tasks, in one transaction per poll (docs/tasks.md §6). */
 export const claimTasks: Handler<"claimTasks", HandlerContext> = async (req, ctx) => {
-  const { body } = await bodyOfQueueInScope(req, ctx);
-  const claims = await longPoll(ctx, body, body.max_tasks);
+  const { body, caller } = await bodyOfQueueInScope(req, ctx);
+  const claims = await longPoll(ctx, caller, body, body.max_tasks);
   return claims.length > 0 ? { status: 200, data: { claims } } : { status: 204 };
 };
 
