@@ -5,7 +5,7 @@ import globals from "globals";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "generated/", "node_modules/", "bench/results/", ".bench-tmp/"] },
+  { ignores: ["**/dist/", "generated/", "node_modules/", "bench/results/", ".bench-tmp/", "packages/sdk/contract/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

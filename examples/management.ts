@@ -2,7 +2,7 @@
 // that shows idempotency. No consumer. Run: npm run example:management (next to a running
 // node). Every step checks the answer it shows: an unexpected one throws, and the example
 // exits 1.
-import { OrbitApiError } from "orbit";
+import { OrbitApiError } from "@orbit-events/sdk";
 import { say, setup } from "./lib/setup.js";
 
 function expect(ok: boolean, what: string): void {

@@ -12,7 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import mysql from "mysql2/promise";
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
-import { Consumer, type Proof, type ResultEvent } from "orbit";
+import { Consumer, type Proof, type ResultEvent } from "@orbit-events/sdk";
 
 const INBOX_URL = process.env.INBOX_DATABASE_URL ?? "mysql://root@127.0.0.1:3306/orbit_inbox_example";
 

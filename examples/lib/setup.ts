@@ -5,7 +5,7 @@
 import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { OrbitClient } from "orbit";
+import { OrbitClient } from "@orbit-events/sdk";
 
 export interface ExampleSetup {
   readonly baseUrl: string;

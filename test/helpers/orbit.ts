@@ -12,9 +12,10 @@ export interface CliResult {
   readonly stderr: string;
 }
 
-export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+/** `bin`: another build of the `orbit` command, e.g. one installed from the package. */
+export function runCli(args: string[], env: Record<string, string> = {}, bin = ORBIT_BIN): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ORBIT_BIN, ...args], {
+    const child = spawn(process.execPath, [bin, ...args], {
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -39,11 +40,12 @@ export interface BootstrapOutput {
 export async function bootstrap(
   databaseUrl: string,
   o: { namespace: string; application: string; queues: string[]; eventAccess?: boolean },
+  bin = ORBIT_BIN,
 ): Promise<BootstrapOutput> {
   const args = ["bootstrap", "--namespace", o.namespace, "--application", o.application, "--json"];
   for (const q of o.queues) args.push("--queue", q);
   if (o.eventAccess) args.push("--event-access");
-  const res = await runCli(args, { ORBIT_DATABASE_URL: databaseUrl });
+  const res = await runCli(args, { ORBIT_DATABASE_URL: databaseUrl }, bin);
   if (res.code !== 0) throw new Error(`bootstrap failed (${res.code}): ${res.stderr}`);
   return JSON.parse(res.stdout) as BootstrapOutput;
 }
@@ -62,8 +64,9 @@ export async function startNode(
   databaseUrl: string,
   env: Record<string, string> = {},
   args: string[] = [],
+  bin = ORBIT_BIN,
 ): Promise<OrbitNode> {
-  const child = spawn(process.execPath, [ORBIT_BIN, "serve", ...args], {
+  const child = spawn(process.execPath, [bin, "serve", ...args], {
     env: { ...process.env, ORBIT_DATABASE_URL: databaseUrl, ORBIT_PORT: "0", ORBIT_HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
