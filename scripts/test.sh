@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+bash scripts/ensure-deploy-tools.sh
 npm run --silent codegen:check
 npm run --silent lint
 npx mocha 'dist/test/**/*.test.js'

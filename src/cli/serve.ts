@@ -24,7 +24,7 @@ ORBIT_RETENTION (unset: keep the whole result log).
 `;
 
 /** In-flight requests get SHUTDOWN_GRACE_MS; closing the pools after them gets 1 s more. */
-const SHUTDOWN_DEADLINE_MS = SHUTDOWN_GRACE_MS + 1000;
+export const SHUTDOWN_DEADLINE_MS = SHUTDOWN_GRACE_MS + 1000;
 
 export async function runServe(argv: string[]): Promise<number> {
   const v = parse(argv, { "no-migrate": { type: "boolean" } }, HELP);
