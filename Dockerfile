@@ -7,7 +7,7 @@ COPY package.json package-lock.json ./
 COPY packages/sdk/package.json packages/sdk/
 RUN npm ci --no-audit --no-fund
 COPY . .
-RUN npm run build && mkdir /pkg && npm pack --ignore-scripts --pack-destination /pkg
+RUN npm run build:server && mkdir /pkg && npm pack --ignore-scripts --pack-destination /pkg
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production \

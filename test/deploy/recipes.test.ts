@@ -73,10 +73,10 @@ describe("deployment recipes", function () {
       const runs = steps.filter((s) => s.op === "RUN").map((s) => s.args);
       assert.deepEqual(runs, [
         "npm ci --no-audit --no-fund",
-        "npm run build && mkdir /pkg && npm pack --ignore-scripts --pack-destination /pkg",
+        "npm run build:server && mkdir /pkg && npm pack --ignore-scripts --pack-destination /pkg",
         "npm install --global --omit=dev --no-audit --no-fund /tmp/pkg/*.tgz && rm -rf /tmp/pkg /root/.npm",
       ]);
-      assert.ok(pkg.scripts.build, "package.json has no build script");
+      assert.ok(pkg.scripts["build:server"], "package.json has no build:server script");
       assert.ok(pkg.bin.orbit && existsSync(path.join(ROOT, pkg.bin.orbit)), "the `orbit` bin is not built");
       assert.deepEqual(steps.at(-1), { op: "CMD", args: '["orbit", "serve"]' });
       const froms = steps.filter((s) => s.op === "FROM").map((s) => s.args);
