@@ -29,8 +29,12 @@ const ACTION_OPERATIONS: ReadonlySet<string> = new Set(
   (ROUTES as readonly RouteSpec[]).filter((r) => /\}:[a-z]+$/.test(r.path)).map((r) => r.operationId),
 );
 
-/** A path whose last segment names an action after its id (`…/{id}:cancel`). */
-const ACTION_FORM = /\/[^/]*:[^/]*$/;
+/**
+ * A path whose last segment names an action after its id (`…/{id}:cancel`). A scan, not
+ * a pattern: the path is anyone's, and a pattern with two unbounded runs backtracks in
+ * quadratic time on a long segment of colons.
+ */
+const inActionForm = (path: string): boolean => path.indexOf(":", path.lastIndexOf("/")) !== -1;
 
 /**
  * The router's layers of the path asked, as openapi.yaml has it. An action path also fits
@@ -45,7 +49,7 @@ function pathLayers(ctx: Context): readonly MatchedLayer[] {
   // An action no operation has (`/v1/tasks/{id}:retry`, `…:Cancel`) fits only the
   // resource's template, with "{id}:retry" as the id — never an id (32 hex): an unknown
   // path, 404 to every method, not 405 with the resource's methods.
-  return ACTION_FORM.test(ctx.path) ? [] : layers;
+  return inActionForm(ctx.path) ? [] : layers;
 }
 
 /**
