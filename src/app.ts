@@ -9,6 +9,8 @@ import { buildRouter, type HandlerContext } from "./http/router.js";
 import type { Implementation } from "../generated/http/routes.js";
 import type { NodeServices } from "./domain/services.js";
 import { handlers as defaultHandlers } from "./http/handlers/index.js";
+import { metricsOnOwnListener } from "./http/handlers/operator.js";
+import type { ClientAddress } from "./edge/client-address.js";
 
 export interface AppDeps {
   readonly pool: Pool;
@@ -16,6 +18,10 @@ export interface AppDeps {
   readonly log: Logger;
   readonly requestTimeoutMs: number;
   readonly handlers?: Implementation<HandlerContext>;
+  /** The access log's client address of a request (ORBIT_TRUSTED_PROXIES). */
+  readonly clientAddress: ClientAddress;
+  /** GET /metrics has a listener of its own (ORBIT_METRICS_PORT): this one answers it 404. */
+  readonly metricsElsewhere: boolean;
 }
 
 export function buildApp(deps: AppDeps): Koa {
@@ -27,10 +33,12 @@ export function buildApp(deps: AppDeps): Koa {
   const router = buildRouter({
     pool: deps.pool,
     services: deps.services,
-    handlers: deps.handlers ?? defaultHandlers,
+    handlers: deps.metricsElsewhere
+      ? { ...(deps.handlers ?? defaultHandlers), getMetrics: metricsOnOwnListener }
+      : (deps.handlers ?? defaultHandlers),
     requestTimeoutMs: deps.requestTimeoutMs,
   });
-  app.use(requestContext(deps.log));
+  app.use(requestContext(deps.log, deps.clientAddress));
   app.use(absoluteForm());
   app.use(methodNotAllowed());
   app.use(router.routes());

@@ -4,6 +4,8 @@
 //     keeps them from stepping on each other);
 //   - every 5 s (ORBIT_SEQUENCER_SWEEP_MS): number events that a node committed but could
 //     not number (it died);
+//   - every 15 s (ORBIT_METRICS_REFRESH_MS), and once at start: read the database gauges
+//     of /metrics, so that a scrape costs no query (domain/usage-metrics.ts);
 //   - every 60 s, when ORBIT_RETENTION is set: purge events older than it.
 import type { Pool } from "./db/types.js";
 import { selectNamespaceIds } from "./db/queries/result-log.js";
@@ -11,6 +13,8 @@ import { purgeOlderThan } from "./domain/result-log.js";
 import { afterCommit, type NodeServices } from "./domain/services.js";
 import { expireDue } from "./domain/worker.js";
 import { describeError, type Logger } from "./log/index.js";
+import { refreshDatabaseGauges } from "./domain/usage-metrics.js";
+import { refreshStarted } from "./metrics.js";
 
 export const EXPIRY_SWEEP_MS = 1000;
 export const RETENTION_SWEEP_MS = 60_000;
@@ -22,6 +26,7 @@ export interface Background {
 export interface BackgroundSettings {
   readonly sequencerSweepMs: number;
   readonly retentionMs: number | undefined;
+  readonly metricsRefreshMs: number;
 }
 
 export function startBackground(
@@ -33,27 +38,40 @@ export function startBackground(
   const { retentionMs } = settings;
   const running = new Set<Promise<void>>();
   const timers: NodeJS.Timeout[] = [];
-  const every = (ms: number, name: string, job: () => Promise<void>) => {
+  /** `now`: also run once at start. A run still going when the next is due skips that one. */
+  const every = (ms: number, name: string, job: () => Promise<void>, now = false) => {
     let busy = false;
-    timers.push(
-      setInterval(() => {
-        if (busy) return;
-        busy = true;
-        const p = job()
-          .catch((e) => log.log("warn", `${name} failed`, describeError(e)))
-          .finally(() => {
-            busy = false;
-            running.delete(p);
-          });
-        running.add(p);
-      }, ms),
-    );
+    const run = () => {
+      if (busy) return;
+      busy = true;
+      const p = job()
+        .catch((e) => log.log("warn", `${name} failed`, describeError(e)))
+        .finally(() => {
+          busy = false;
+          running.delete(p);
+        });
+      running.add(p);
+    };
+    timers.push(setInterval(run, ms));
+    if (now) run();
   };
   every(EXPIRY_SWEEP_MS, "attempt expiry", async () => {
     const effects = await expireDue(pool);
     afterCommit(services, effects.namespaces, effects.queues);
   });
   every(settings.sequencerSweepMs, "sequencer sweep", () => services.sequencer.sweep());
+  refreshStarted();
+  every(
+    settings.metricsRefreshMs,
+    "metrics refresh",
+    async () => {
+      const started = process.hrtime.bigint();
+      const { subscriptions } = await refreshDatabaseGauges(pool);
+      const ms = Number((process.hrtime.bigint() - started) / 1000n) / 1000;
+      log.log("debug", "metrics refreshed", { subscriptions, duration_ms: ms });
+    },
+    true,
+  );
   if (retentionMs !== undefined) {
     every(RETENTION_SWEEP_MS, "retention", async () => {
       for (const ns of await selectNamespaceIds(pool)) await purgeOlderThan(pool, ns, retentionMs);

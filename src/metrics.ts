@@ -1,8 +1,12 @@
 // Prometheus metrics of a node (prom-client), exposed at GET /metrics. A leaf module:
 // the layers that count import it; it imports nothing of the project.
+// Two registries: `registry` names no tenant's object and is served wherever /metrics is;
+// `subscriptionRegistry` labels series by subscription id, so it is served only on the
+// operator's own metrics listener (ORBIT_METRICS_PORT), never on the port tenants reach.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
 export const registry = new Registry();
+export const subscriptionRegistry = new Registry();
 // Prometheus' own names for the process (process_*, nodejs_*): standard dashboards read them.
 collectDefaultMetrics({ register: registry });
 
@@ -107,14 +111,60 @@ export const databaseRetries = new Counter({
 
 export const materialisationLag = new Gauge({
   name: "orbit_materialisation_lag_events",
-  help: "Per subscription: committed stream head minus cursor_sequence (read at scrape time).",
+  help: "Per subscription: committed stream head minus cursor_sequence (at the last refresh).",
   labelNames: ["subscription_id"] as const,
-  registers: [registry],
+  registers: [subscriptionRegistry],
 });
 
 export const oldestPendingAge = new Gauge({
   name: "orbit_oldest_pending_age_seconds",
-  help: "Per subscription: age of the oldest PENDING delivery (read at scrape time).",
+  help: "Per subscription: age of the oldest PENDING delivery (at the last refresh).",
   labelNames: ["subscription_id"] as const,
+  registers: [subscriptionRegistry],
+});
+
+export const maxMaterialisationLag = new Gauge({
+  name: "orbit_materialisation_lag_events_max",
+  help: "The largest orbit_materialisation_lag_events of all subscriptions (at the last refresh).",
   registers: [registry],
 });
+
+export const maxOldestPendingAge = new Gauge({
+  name: "orbit_oldest_pending_age_seconds_max",
+  help: "Age of the oldest PENDING delivery of any subscription, 0 when none (at the last refresh).",
+  registers: [registry],
+});
+
+export const metricsRefreshErrors = new Counter({
+  name: "orbit_metrics_refresh_errors_total",
+  help: "Refreshes of the database gauges that failed (the gauges keep their last values).",
+  registers: [registry],
+});
+
+// Monotonic (performance.now): a step of the wall clock must not look like a refresh gap.
+let refreshedAt: number | undefined;
+let refreshingSince: number | undefined;
+
+/** The refresh job started: the age counts from now until its first success. */
+export function refreshStarted(): void {
+  refreshingSince ??= performance.now();
+}
+
+/** The database gauges were just read. */
+export function refreshed(): void {
+  refreshedAt = performance.now();
+}
+
+/** Computed at scrape from memory: it grows while the refreshes fail. */
+export const metricsRefreshAge = new Gauge({
+  name: "orbit_metrics_refresh_age_seconds",
+  help: "Seconds since the database gauges were last read (since the node started, before the first read).",
+  registers: [registry],
+  collect() {
+    const since = refreshedAt ?? refreshingSince;
+    this.set(since === undefined ? 0 : Math.max(0, performance.now() - since) / 1000);
+  },
+});
+
+/** What the operator's metrics listener serves: every series. */
+export const operatorRegistry = Registry.merge([registry, subscriptionRegistry]);

@@ -14,6 +14,8 @@ import { ENGINE_SESSION } from "./domain/delivery-engine.js";
 import { checkNotNewer, migrate } from "./db/migrate.js";
 import { buildApp } from "./app.js";
 import { endAnswered, writeRawError } from "./edge/raw-response.js";
+import { clientAddressOf } from "./edge/client-address.js";
+import { startMetricsListener, type MetricsListener } from "./edge/metrics-listener.js";
 import { reparseWithoutUpgrade, trackAnswer, whenAnswered } from "./http/ignored-upgrade.js";
 import { targetPath } from "./http/target.js";
 import { describeError, type Logger } from "./log/index.js";
@@ -27,6 +29,8 @@ import { newId } from "./domain/identity.js";
 export interface RunningServer {
   readonly url: string;
   readonly port: number;
+  /** The metrics listener's port, when ORBIT_METRICS_PORT is set. */
+  readonly metricsPort: number | undefined;
   readonly pool: Pool;
   /** Stops accepting, lets in-flight requests finish (at most graceMs), closes the pool. */
   close(graceMs?: number): Promise<void>;
@@ -99,7 +103,15 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   // that wait would be most of a result's latency.
   const sequencerPool = createPool(databaseUrl, SEQUENCER_POOL_SIZE, undefined, ANSWER_DEADLINE_MS);
   const services = createServices(pool, sequencerPool, log, config.workerLeaseMs);
-  const app = buildApp({ pool, services, log, requestTimeoutMs: config.requestTimeoutMs });
+  const clientAddress = clientAddressOf(config.trustedProxies);
+  const app = buildApp({
+    pool,
+    services,
+    log,
+    requestTimeoutMs: config.requestTimeoutMs,
+    clientAddress,
+    metricsElsewhere: config.metricsPort !== undefined,
+  });
   const koaHandler = app.callback();
   // requireHostHeader off: Node would answer a Host-less request with a bare 400
   // outside the envelope; Koa answers it like any other.
@@ -159,6 +171,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     sequencer: services.sequencer,
     subscriptionSignals: services.subscriptionSignals,
     log,
+    clientAddress,
     nodeId: newId(),
     maxConnections: config.maxConnections,
     leaseDurationMs: config.leaseDurationMs,
@@ -192,13 +205,33 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     throw new ListenError(config.host, config.port, e);
   }
   const port = (server.address() as AddressInfo).port;
+  let metrics: MetricsListener | undefined;
+  if (config.metricsPort !== undefined) {
+    try {
+      metrics = await startMetricsListener(config.metricsHost, config.metricsPort);
+    } catch (e) {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await hub.close();
+      await closePools();
+      throw new ListenError(config.metricsHost, config.metricsPort, e);
+    }
+  }
   const background = startBackground(pool, services, log, config);
-  log.log("info", "listening", { host: config.host, port, max_body_bytes: MAX_BODY_BYTES });
+  log.log("info", "listening", {
+    host: config.host,
+    port,
+    max_body_bytes: MAX_BODY_BYTES,
+    ...(metrics ? { metrics_host: config.metricsHost, metrics_port: metrics.port } : {}),
+  });
 
   let closed: Promise<void> | undefined;
   return {
     url: `http://${config.host}:${port}`,
     port,
+    metricsPort: metrics?.port,
     pool,
     close(graceMs = SHUTDOWN_GRACE_MS) {
       closed ??= (async () => {
@@ -220,6 +253,8 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         await done;
         clearTimeout(timer);
         await background.stop();
+        // Last of the listeners: the shutdown can be watched on it until the pools go.
+        await metrics?.close();
         await closePools();
         log.log("info", "stopped");
       })();

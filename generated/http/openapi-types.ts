@@ -440,7 +440,7 @@ export interface paths {
         };
         /**
          * Prometheus metrics of this node (Orbit's choice)
-         * @description Prometheus text format (prom-client): HTTP requests by route and status, event connections, claims in flight and waiting, deliveries created/leased/acked/expired, ACK outcomes, database errors and retried transactions (deadlock, lock wait timeout), and, read at scrape time, materialisation lag (head − cursor) and oldest PENDING age per subscription, plus process metrics. Public (no token): expose it on an internal network only. Carries ids, never a secret. Those per-subscription figures are read from the database, so a scrape while it does not answer gets 503 UNAVAILABLE.
+         * @description Prometheus text format (prom-client): HTTP requests by route and status, event connections, claims in flight and waiting, deliveries created/leased/acked/expired, ACK outcomes, database errors and retried transactions (deadlock, lock wait timeout), the largest materialisation lag (head − cursor) and oldest PENDING age over all subscriptions, and the age and failures of their refresh, plus process metrics. Answered from memory: the node reads the database gauges in the background, so a scrape runs no query and answers 200 while the database is down, with the last values read. Public (no token): expose it on an internal network only. Names no subscription or other tenant object, and never a secret (the per-subscription series are served only on the node's own metrics listener, `ORBIT_METRICS_PORT`, outside this contract). With that listener configured, this path answers 404 NOT_FOUND.
          */
         get: operations["getMetrics"];
         put?: never;
@@ -2069,8 +2069,8 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
         };
     };
     getHealth: {

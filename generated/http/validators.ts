@@ -14087,7 +14087,7 @@ return errors === 0;
 }
 validate294.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getMetrics_500 = validate296;
+export const response_getMetrics_404 = validate296;
 
 function validate296(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14163,7 +14163,7 @@ return errors === 0;
 }
 validate296.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-export const response_getMetrics_503 = validate298;
+export const response_getMetrics_500 = validate298;
 
 function validate298(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

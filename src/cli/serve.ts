@@ -11,8 +11,8 @@ endpoint on ORBIT_HOST:ORBIT_PORT until SIGTERM or SIGINT. On the signal it stop
 connections with 1001, closes the database pool and exits 0 — within 11 s even when the
 database stops answering (work still stuck then is left, and the log says so); a second
 signal exits at once with 1. Logs one JSON line per request on stdout, WebSocket
-upgrades included (request id, route, status, duration; never a token or secret).
-Several nodes on one database form one cluster.
+upgrades included (request id, route, status, duration, client address, credential id;
+never a token or secret). Several nodes on one database form one cluster.
 
 Environment (defaults): ORBIT_DATABASE_URL (mysql://root@127.0.0.1:3306/orbit),
 ORBIT_DATABASE_SOCKET (auto: the database's Unix socket when it is on this host; off),
@@ -20,7 +20,11 @@ ORBIT_HOST (127.0.0.1), ORBIT_PORT (8080; 0 picks a free port), ORBIT_LEASE_DURA
 (30000), ORBIT_HELLO_TIMEOUT_MS (5000), ORBIT_IDLE_TIMEOUT_MS (60000),
 ORBIT_MAX_CONNECTIONS (128), ORBIT_WORKER_LEASE_MS (60000), ORBIT_REQUEST_TIMEOUT_MS
 (8000), ORBIT_DB_POOL_SIZE (8), ORBIT_SEQUENCER_SWEEP_MS (5000),
-ORBIT_RETENTION (unset: keep the whole result log).
+ORBIT_RETENTION (unset: keep the whole result log), ORBIT_METRICS_PORT (unset: /metrics
+on ORBIT_PORT; set: on a listener of its own, 0 picks a free port), ORBIT_METRICS_HOST
+(ORBIT_HOST), ORBIT_METRICS_REFRESH_MS (15000), ORBIT_LOG_LEVEL (info; debug, warn,
+error), ORBIT_TRUSTED_PROXIES (unset: believe no X-Forwarded-For; a comma list of IPs,
+CIDR blocks and loopback).
 `;
 
 /** In-flight requests get SHUTDOWN_GRACE_MS; closing the pools after them gets 1 s more. */
@@ -30,7 +34,7 @@ export async function runServe(argv: string[]): Promise<number> {
   const v = parse(argv, { "no-migrate": { type: "boolean" } }, HELP);
   if (!v) return 0;
   const config = loadConfig();
-  const log = jsonLogger();
+  const log = jsonLogger(config.logLevel);
   // A log reader that goes away (a collector restarting, `orbit serve | head`) must not take
   // the node down: a write to a closed stdout fails with EPIPE, emitted as an 'error' event
   // that, unhandled, would crash the process with a stack trace. From then on log lines are

@@ -1,7 +1,13 @@
 // Configuration, read once from the environment, validated and frozen
 // (docs/configuration.md). Only the entry point calls loadConfig;
 // everything else receives the frozen object.
-import { DEFAULT_DB_POOL_SIZE, MANAGEMENT_TIMEOUT_MS, SEQUENCER_SWEEP_MS } from "./limits.js";
+import { ConfigError } from "./errors.js";
+import { DEFAULT_DB_POOL_SIZE, MANAGEMENT_TIMEOUT_MS, METRICS_REFRESH_MS, SEQUENCER_SWEEP_MS } from "./limits.js";
+import { parseTrustedProxies, type Subnet } from "./trusted-proxies.js";
+import type { LogLevel } from "../log/index.js";
+
+export { ConfigError } from "./errors.js";
+export type { Subnet } from "./trusted-proxies.js";
 
 export interface Config {
   readonly databaseUrl: string;
@@ -20,9 +26,16 @@ export interface Config {
   readonly sequencerSweepMs: number;
   /** Optional age-based retention of the result log, in ms; undefined keeps everything. */
   readonly retentionMs: number | undefined;
+  /** A listener of its own for GET /metrics (edge/metrics-listener.ts); undefined: the main port serves it. */
+  readonly metricsPort: number | undefined;
+  readonly metricsHost: string;
+  /** How often the node reads the database gauges of /metrics (background.ts). */
+  readonly metricsRefreshMs: number;
+  /** Lines below this level are not written. */
+  readonly logLevel: LogLevel;
+  /** The proxies whose X-Forwarded-For is believed (edge/client-address.ts); empty: none. */
+  readonly trustedProxies: readonly Subnet[];
 }
-
-export class ConfigError extends Error {}
 
 export const DEFAULT_DATABASE_URL = "mysql://root@127.0.0.1:3306/orbit";
 
@@ -64,6 +77,26 @@ function checkPercentEncoding(databaseUrl: string): void {
   }
 }
 
+const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
+
+function logLevel(raw: string | undefined): LogLevel {
+  if (raw === undefined || raw === "") return "info";
+  if (!(LOG_LEVELS as readonly string[]).includes(raw))
+    throw new ConfigError(`ORBIT_LOG_LEVEL must be debug, info, warn or error, got ${JSON.stringify(raw)}`);
+  return raw as LogLevel;
+}
+
+/**
+ * ORBIT_METRICS_PORT: unset serves /metrics on the main port. A fixed port equal to
+ * ORBIT_PORT would make the second listener fail to bind, so it is refused here, saying why.
+ */
+function metricsPort(env: Env, port: number): number | undefined {
+  if (env.ORBIT_METRICS_PORT === undefined || env.ORBIT_METRICS_PORT === "") return undefined;
+  const n = int(env, "ORBIT_METRICS_PORT", 0, 0, 65535);
+  if (n !== 0 && n === port) throw new ConfigError(`ORBIT_METRICS_PORT must differ from ORBIT_PORT, both are ${n}`);
+  return n;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = env.ORBIT_DATABASE_URL || DEFAULT_DATABASE_URL;
   if (!/^mysql:\/\//.test(databaseUrl)) throw new ConfigError("ORBIT_DATABASE_URL must start with mysql://");
@@ -71,11 +104,13 @@ export function loadConfig(env: Env = process.env): Config {
   const socket = env.ORBIT_DATABASE_SOCKET || "auto";
   if (socket !== "auto" && socket !== "off")
     throw new ConfigError(`ORBIT_DATABASE_SOCKET must be auto or off, got "${socket}"`);
+  const host = env.ORBIT_HOST || "127.0.0.1";
+  const port = int(env, "ORBIT_PORT", 8080, 0, 65535);
   return Object.freeze({
     databaseUrl,
     databaseSocket: socket,
-    host: env.ORBIT_HOST || "127.0.0.1",
-    port: int(env, "ORBIT_PORT", 8080, 0, 65535),
+    host,
+    port,
     leaseDurationMs: int(env, "ORBIT_LEASE_DURATION_MS", 30000, 100, 3_600_000),
     helloTimeoutMs: int(env, "ORBIT_HELLO_TIMEOUT_MS", 5000, 50, 600_000),
     idleTimeoutMs: int(env, "ORBIT_IDLE_TIMEOUT_MS", 60000, 100, 3_600_000),
@@ -85,5 +120,10 @@ export function loadConfig(env: Env = process.env): Config {
     dbPoolSize: int(env, "ORBIT_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, 1, 64),
     sequencerSweepMs: int(env, "ORBIT_SEQUENCER_SWEEP_MS", SEQUENCER_SWEEP_MS, 100, 3_600_000),
     retentionMs: parseRetention(env.ORBIT_RETENTION),
+    metricsPort: metricsPort(env, port),
+    metricsHost: env.ORBIT_METRICS_HOST || host,
+    metricsRefreshMs: int(env, "ORBIT_METRICS_REFRESH_MS", METRICS_REFRESH_MS, 100, 3_600_000),
+    logLevel: logLevel(env.ORBIT_LOG_LEVEL),
+    trustedProxies: Object.freeze(parseTrustedProxies(env.ORBIT_TRUSTED_PROXIES)),
   });
 }

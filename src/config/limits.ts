@@ -51,3 +51,9 @@ export const DEFAULT_DB_POOL_SIZE = 8;
  * commit and numbering): an idle node's query every 5 s (ORBIT_SEQUENCER_SWEEP_MS).
  */
 export const SEQUENCER_SWEEP_MS = 5000;
+/**
+ * How often a node reads the database gauges of GET /metrics (background.ts): as often as
+ * Prometheus' usual scrape interval, so a scrape is never more than one refresh behind,
+ * at 2 queries a refresh whatever the scrape rate (ORBIT_METRICS_REFRESH_MS).
+ */
+export const METRICS_REFRESH_MS = 15_000;

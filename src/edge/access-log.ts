@@ -10,7 +10,17 @@ import * as metrics from "../metrics.js";
  */
 export function recordRequest(
   log: Logger,
-  r: { requestId: string; method: string; route: string; status: number; started: bigint },
+  r: {
+    requestId: string;
+    method: string;
+    route: string;
+    status: number;
+    started: bigint;
+    /** The client as client-address.ts resolves it. */
+    clientAddress: string | undefined;
+    /** The authenticated credential, when the request got that far; never its token. */
+    credentialId: string | undefined;
+  },
 ): void {
   metrics.httpRequests.inc({ route: r.route, status: String(r.status) });
   metrics.httpDuration.observe({ route: r.route }, Number(process.hrtime.bigint() - r.started) / 1e9);
@@ -20,5 +30,7 @@ export function recordRequest(
     route: r.route,
     status: r.status,
     duration_ms: Number((process.hrtime.bigint() - r.started) / 1000n) / 1000,
+    client_address: r.clientAddress,
+    credential_id: r.credentialId,
   });
 }

@@ -8,6 +8,7 @@ import { ERROR_CATALOGUE, OrbitError, invalidArgument, type ErrorCode } from "..
 import { describeError, type Logger } from "../log/index.js";
 import { failure } from "../wire/envelope.js";
 import { recordRequest } from "../edge/access-log.js";
+import type { ClientAddress } from "../edge/client-address.js";
 import * as metrics from "../metrics.js";
 import { targetPath } from "./target.js";
 
@@ -22,7 +23,7 @@ const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
   503: "UNAVAILABLE",
 };
 
-export function requestContext(log: Logger) {
+export function requestContext(log: Logger, clientAddress: ClientAddress) {
   return async function requestContextMiddleware(ctx: Context, next: Next): Promise<void> {
     const started = process.hrtime.bigint();
     const requestId = requestIdFrom(ctx.get("x-request-id"));
@@ -46,7 +47,15 @@ export function requestContext(log: Logger) {
       if (!ctx.req.complete) ctx.set("Connection", "close");
     } finally {
       const route = (ctx.state.operationId as string | undefined) ?? "unmatched";
-      recordRequest(log, { requestId, method: ctx.method, route, status: ctx.status, started });
+      recordRequest(log, {
+        requestId,
+        method: ctx.method,
+        route,
+        status: ctx.status,
+        started,
+        clientAddress: clientAddress(ctx.req),
+        credentialId: ctx.state.credentialId as string | undefined,
+      });
     }
   };
 }

@@ -15,6 +15,7 @@ import { describeError, type Logger } from "../log/index.js";
 import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
 import { writeRawError } from "../edge/raw-response.js";
 import { recordRequest } from "../edge/access-log.js";
+import type { ClientAddress } from "../edge/client-address.js";
 import { AckBatcher } from "./ack-batcher.js";
 import { ClaimScheduler } from "./claim-scheduler.js";
 import { runClaims } from "./claims.js";
@@ -47,6 +48,8 @@ export interface HubDeps {
   /** Resumed subscriptions and retried deliveries (HTTP calls on this node). */
   readonly subscriptionSignals: SubscriptionSignals;
   readonly log: Logger;
+  /** The access log's client address of an upgrade (ORBIT_TRUSTED_PROXIES). */
+  readonly clientAddress: ClientAddress;
   readonly nodeId: string;
   readonly maxConnections: number;
   readonly leaseDurationMs: number;
@@ -115,8 +118,17 @@ export class EventHub {
     const offered = req.headers["x-request-id"];
     const requestId = requestIdFrom(typeof offered === "string" ? offered : undefined);
     // Logged and counted like any HTTP request (Koa never sees an upgrade).
+    let credentialId: string | undefined;
     const record = (status: number) =>
-      recordRequest(this.deps.log, { requestId, method: req.method ?? "GET", route: "connectEvents", status, started });
+      recordRequest(this.deps.log, {
+        requestId,
+        method: req.method ?? "GET",
+        route: "connectEvents",
+        status,
+        started,
+        clientAddress: this.deps.clientAddress(req),
+        credentialId,
+      });
     const refuse = (code: ErrorCode, headers: Record<string, string> = {}, message?: string) => {
       writeRawError(socket, code, headers, requestId, message);
       record(ERROR_CATALOGUE[code].status);
@@ -125,6 +137,7 @@ export class EventHub {
     try {
       const authorization = req.headersDistinct["authorization"];
       const caller = await authenticate(this.deps.pool, authorization?.length === 1 ? authorization[0] : undefined);
+      credentialId = caller.credentialId;
       checkOrigin(req);
       requireAction(caller, "events:consume");
       checkHandshake(req);

@@ -36,6 +36,13 @@ function configRows(table: string): Map<string, string | undefined> {
   return documented;
 }
 
+/** A valid value of each variable whose default is "unset" (ORBIT_RETENTION's is 12h). */
+const UNSET_SAMPLES: Readonly<Record<string, string>> = {
+  ORBIT_METRICS_PORT: "9090",
+  ORBIT_METRICS_HOST: "127.0.0.2",
+  ORBIT_TRUSTED_PROXIES: "10.0.0.0/8",
+};
+
 describe("orbit CLI", () => {
   for (const cmd of ["migrate", "bootstrap", "serve", "revoke", "purge", "events", "listen"]) {
     it(`orbit ${cmd} --help prints its usage and exits 0`, async () => {
@@ -141,6 +148,32 @@ describe("orbit CLI", () => {
     const socket = await runCli(["serve"], { ORBIT_DATABASE_SOCKET: "/run/mysqld/mysqld.sock" });
     assert.equal(socket.code, 1);
     assert.match(socket.stderr, /ORBIT_DATABASE_SOCKET must be auto or off/);
+    const refused: [Record<string, string>, RegExp][] = [
+      [{ ORBIT_METRICS_PORT: "nine" }, /ORBIT_METRICS_PORT must be a whole number, got "nine"/],
+      [{ ORBIT_METRICS_PORT: "65536" }, /ORBIT_METRICS_PORT must be between 0 and 65535, got 65536/],
+      [
+        { ORBIT_METRICS_PORT: "9090", ORBIT_PORT: "9090" },
+        /ORBIT_METRICS_PORT must differ from ORBIT_PORT, both are 9090/,
+      ],
+      [{ ORBIT_METRICS_REFRESH_MS: "99" }, /ORBIT_METRICS_REFRESH_MS must be between 100 and 3600000, got 99/],
+      [{ ORBIT_LOG_LEVEL: "verbose" }, /ORBIT_LOG_LEVEL must be debug, info, warn or error, got "verbose"/],
+      [{ ORBIT_LOG_LEVEL: "INFO" }, /ORBIT_LOG_LEVEL must be debug, info, warn or error, got "INFO"/],
+      [{ ORBIT_TRUSTED_PROXIES: "10.0.0.0/33" }, /ORBIT_TRUSTED_PROXIES must be a comma list .*, got "10.0.0.0\/33"/],
+      [{ ORBIT_TRUSTED_PROXIES: "127.0.0.1,proxy.internal" }, /ORBIT_TRUSTED_PROXIES must be .*, got "proxy.internal"/],
+    ];
+    for (const [env, message] of refused) {
+      const res = await runCli(["serve"], env);
+      assert.equal(res.code, 1, JSON.stringify(env));
+      assert.match(res.stderr, message);
+    }
+  });
+
+  it("takes ORBIT_METRICS_PORT 0 beside ORBIT_PORT 0, and the metrics host from ORBIT_HOST", () => {
+    const c = loadConfig({ ORBIT_PORT: "0", ORBIT_METRICS_PORT: "0", ORBIT_HOST: "0.0.0.0" });
+    assert.equal(c.metricsPort, 0);
+    assert.equal(c.metricsHost, "0.0.0.0");
+    assert.equal(loadConfig({ ORBIT_METRICS_HOST: "127.0.0.2" }).metricsHost, "127.0.0.2");
+    assert.equal(loadConfig({}).metricsPort, undefined);
   });
 
   it("orbit credential: --help (also after revoke) exits 0; anything but `revoke ID` is exit 2; orbit alone exits 2", async () => {
@@ -210,14 +243,16 @@ describe("orbit CLI", () => {
       // (so the variable is read at all).
       const other =
         stated === undefined
-          ? "12h"
+          ? (UNSET_SAMPLES[name] ?? "12h")
           : /^[0-9]+$/.test(stated)
             ? String(Number(stated) + 1)
             : name === "ORBIT_HOST"
               ? "127.0.0.2"
               : name === "ORBIT_DATABASE_SOCKET"
                 ? "off"
-                : `${stated}_other`;
+                : name === "ORBIT_LOG_LEVEL"
+                  ? "debug"
+                  : `${stated}_other`;
       if (stated !== undefined)
         assert.deepEqual(loadConfig({ [name]: stated }), base, `${name}=${stated} is not the default`);
       assert.notDeepEqual(loadConfig({ [name]: other }), base, `${name} is not read`);

@@ -26,7 +26,6 @@ const NOT_DRIVEN: Record<string, string> = {
   "connectEvents:503": "a node shutting down while the upgrade authenticates (ws/protection.test.ts)",
   "getHealth:503": "the database down (ws/database-failure.test.ts)",
   "getReadiness:503": "the schema behind the code",
-  "getMetrics:503": "the database down",
 };
 
 /** A raw request whose answer is not 101: an upgrade refused, or a plain response. */
@@ -108,6 +107,13 @@ describe("contract: every response validates against openapi.yaml", function () 
     for (const [op, path] of Object.entries(publicGets)) {
       await expect(op, 200, call({ path }, ""));
       await expect(op, 400, call({ path: `${path}?x=1` }, ""));
+    }
+    // With a metrics listener of its own, the main port's /metrics is 404 (api/metrics.test.ts).
+    const separate = await startNode(db.url, { ORBIT_METRICS_PORT: "0" });
+    try {
+      await expect("getMetrics", 404, request(separate.url, { path: "/metrics" }));
+    } finally {
+      await separate.stop();
     }
     await expect("getCurrentCredential", 200, call({ path: "/v1/credential" }));
     await expect("getCurrentCredential", 400, call({ path: "/v1/credential?x=1" }));

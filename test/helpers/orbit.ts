@@ -53,6 +53,8 @@ export async function bootstrap(
 export interface OrbitNode {
   readonly url: string;
   readonly port: number;
+  /** The metrics listener's port (ORBIT_METRICS_PORT set), from the `listening` line. */
+  readonly metricsPort: number | undefined;
   readonly process: ChildProcess;
   /** Every line the node wrote to stdout and stderr so far. */
   readonly lines: string[];
@@ -73,14 +75,16 @@ export async function startNode(
   const lines: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   createInterface({ input: child.stderr! }).on("line", (l) => lines.push(l));
+  let metricsPort: number | undefined;
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`orbit serve did not start:\n${lines.join("\n")}`)), 20000);
     createInterface({ input: child.stdout! }).on("line", (l) => {
       lines.push(l);
       try {
-        const o = JSON.parse(l) as { msg?: string; port?: number };
+        const o = JSON.parse(l) as { msg?: string; port?: number; metrics_port?: number };
         if (o.msg === "listening" && typeof o.port === "number") {
           clearTimeout(timer);
+          metricsPort = o.metrics_port;
           resolve(o.port);
         }
       } catch {
@@ -95,6 +99,7 @@ export async function startNode(
   return {
     url: `http://127.0.0.1:${port}`,
     port,
+    metricsPort,
     process: child,
     lines,
     async stop(signal: NodeJS.Signals = "SIGTERM") {

@@ -2,9 +2,8 @@
 // for load balancers and a "who am I" for token holders.
 import type { Handler } from "../../../generated/http/routes.js";
 import { appliedVersion, loadMigrations } from "../../db/migrate.js";
-import { refreshDatabaseGauges } from "../../domain/usage-metrics.js";
 import { registry } from "../../metrics.js";
-import { unavailable } from "../../wire/errors.js";
+import { notFound, unavailable } from "../../wire/errors.js";
 import type { HandlerContext } from "../router.js";
 
 export const getHealth: Handler<"getHealth", HandlerContext> = async (_req, ctx) => {
@@ -43,7 +42,17 @@ export const getReadiness: Handler<"getReadiness", HandlerContext> = async (_req
   return { status: 200, data: { status: "ready", migration: applied } };
 };
 
-export const getMetrics: Handler<"getMetrics", HandlerContext> = async (_req, ctx) => {
-  await refreshDatabaseGauges(ctx.pool);
-  return { status: 200, raw: await registry.metrics() };
+/**
+ * From memory only: the database gauges are refreshed in the background (background.ts),
+ * so a scrape costs no query and still answers while the database is down. This port is
+ * the tenants' too: the public registry names no subscription (metrics.ts).
+ */
+export const getMetrics: Handler<"getMetrics", HandlerContext> = async () => ({
+  status: 200,
+  raw: await registry.metrics(),
+});
+
+/** With ORBIT_METRICS_PORT set, the metrics are served there only. */
+export const metricsOnOwnListener: Handler<"getMetrics", HandlerContext> = async () => {
+  throw notFound();
 };
