@@ -109,6 +109,13 @@ export const databaseRetries = new Counter({
   registers: [registry],
 });
 
+// Every known label value starts at 0: a series that appears only with its first event
+// makes `rate()` blind to that event, and dashboards show "no data" for "none".
+for (const stage of ["created", "leased", "acked", "expired"]) deliveries.inc({ stage }, 0);
+for (const outcome of ["acked", "deduplicated", "lease_lost"]) ackOutcomes.inc({ outcome }, 0);
+for (const kind of ["unavailable", "conflict", "other"]) databaseErrors.inc({ kind }, 0);
+for (const kind of ["deadlock", "lock_wait_timeout"]) databaseRetries.inc({ kind }, 0);
+
 export const materialisationLag = new Gauge({
   name: "orbit_materialisation_lag_events",
   help: "Per subscription: committed stream head minus cursor_sequence (at the last refresh).",
