@@ -12,6 +12,12 @@ export interface IdempotentWrite {
   readonly ref: IdempotencyKeyRef;
   /** Canonical request content: canonical body text, plus the path target if any. */
   readonly content: string;
+  /**
+   * Where `content` is the request as the node reads it (defaults applied, numbers and
+   * lists normalised), the content as sent: a key stored by a node that compared that
+   * still answers its replays.
+   */
+  readonly sentContent?: string;
 }
 
 export interface Receipt<D> {
@@ -39,13 +45,20 @@ export async function idempotent<D>(
     await storeReceipt(tx, w.ref, out.status, JSON.stringify(out.data));
     return { ...out, deduplicated: false };
   }
-  return replay(tx, w.ref, digest);
+  return replay(tx, w.ref, digest, w.sentContent === undefined ? undefined : contentDigest(w.sentContent));
 }
 
 /** The stored receipt of a key taken already: a replay's answer, or 409 for other content. */
-export async function replay<D>(tx: Tx, ref: IdempotencyKeyRef, digest: Buffer): Promise<Receipt<D>> {
+export async function replay<D>(
+  tx: Tx,
+  ref: IdempotencyKeyRef,
+  digest: Buffer,
+  sentDigest?: Buffer,
+): Promise<Receipt<D>> {
   const row = await selectKey(tx, ref);
   if (!row || row.response_data === null) throw new Error("idempotency key without a receipt");
-  if (!Buffer.from(row.request_digest).equals(digest)) throw new OrbitError("IDEMPOTENCY_CONFLICT");
+  const stored = Buffer.from(row.request_digest);
+  if (!stored.equals(digest) && !(sentDigest && stored.equals(sentDigest)))
+    throw new OrbitError("IDEMPOTENCY_CONFLICT");
   return { status: 200, data: JSON.parse(row.response_data) as D, deduplicated: true };
 }

@@ -84,6 +84,24 @@ export function normaliseTypes(types: readonly string[] | undefined): string[] {
 }
 
 /**
+ * A create as the node reads it, for the idempotency comparison: defaults applied and
+ * `types` normalised, so that a replay written differently but meaning the same (`0.0`
+ * for `0`, a default spelled out or left out, `types` in another order) is a replay, not
+ * a conflict. An omitted `from_sequence` stays apart from any value: it means the head at
+ * the time of the first request.
+ */
+export function createContent(c: CreateInput): string {
+  return JSON.stringify({
+    name: c.name,
+    queue_id: c.queueId,
+    types: normaliseTypes(c.types),
+    from_sequence: c.fromSequence ?? null,
+    max_pending: c.maxPending || DEFAULT_MAX_PENDING,
+    max_attempts: c.maxAttempts || DEFAULT_MAX_ATTEMPTS,
+  });
+}
+
+/**
  * The starting cursor (docs/protocol.md §2): events with a greater sequence are delivered.
  * Omitted/null: the committed head now. "0": the start of the retained log. Above the
  * head: 400. Before the retention boundary: 410 EVENT_HISTORY_EXPIRED.
@@ -105,7 +123,7 @@ export async function createSubscription(
 ): Promise<Receipt<{ subscription: SubscriptionWire }>> {
   if (!caller.queues.has(c.queueId)) throw notFound();
   const ref = { credentialId: caller.credentialId, operation: "subscriptions.create", key: c.key };
-  return idempotent(tx, { ref, content: c.canonicalBody }, async () => {
+  return idempotent(tx, { ref, content: createContent(c), sentContent: c.canonicalBody }, async () => {
     const count = await lockNamespaceAndCount(tx, caller.namespaceId);
     // Read under the namespace lock: the head we start from is the committed head now.
     // from_sequence first: above the head it is the body's 400, which comes before the

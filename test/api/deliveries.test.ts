@@ -409,6 +409,11 @@ describe("deliveries", function () {
       "the replay added nothing",
     );
     assertError(await api.post(path, { ...body, additional_attempts: 3 }, "retry-1"), 409, "IDEMPOTENCY_CONFLICT");
+    // Written differently, meaning the same (2.0 is 2, keys in another order): a replay.
+    const respelled = `{"reason":${JSON.stringify(body.reason)},"additional_attempts":${body.additional_attempts}.0,"expected_revision":"${body.expected_revision}"}`;
+    const respelledReplay = await api.post(path, respelled, "retry-1");
+    assert.equal(respelledReplay.status, 200, respelledReplay.text);
+    assert.equal(respelledReplay.json.data.deduplicated, true);
     // The same key and body on another delivery is other content (the path target is part of
     // it): 409, never the first delivery's receipt, and that delivery is left alone.
     // Created with the retry's key: keys are scoped to their operation kind.

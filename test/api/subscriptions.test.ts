@@ -5,6 +5,7 @@ import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, makeCredential, waitSequenced, type Client } from "../helpers/api.js";
 import { assertContract, assertError } from "../helpers/contract.js";
+import { request } from "../helpers/http.js";
 import { encodeCursor } from "../../src/domain/paging.js";
 
 const ID = "0123456789abcdef0123456789abcdef";
@@ -229,6 +230,44 @@ describe("subscriptions", () => {
         409,
         "IDEMPOTENCY_CONFLICT",
       );
+    });
+
+    it("replays a create written differently but meaning the same; a different meaning is still 409", async () => {
+      const post = (text: string) =>
+        request(node.url, {
+          method: "POST",
+          path: "/v1/subscriptions",
+          token: owner.token,
+          headers: [["Idempotency-Key", "create-normalised"]],
+          body: text,
+        });
+      const first = await post(
+        `{"name":"normalised","queue_id":"${q}","max_pending":0,"types":["task.failed","task.cancelled"]}`,
+      );
+      assert.equal(first.status, 201, first.text);
+      const same = [
+        // 0.0 is 0, and 0 is the default 100, spelled out or left out
+        `{"name":"normalised","queue_id":"${q}","max_pending":0.0,"types":["task.failed","task.cancelled"]}`,
+        `{"name":"normalised","queue_id":"${q}","max_pending":100,"types":["task.cancelled","task.failed"]}`,
+        `{"queue_id":"${q}","types":["task.cancelled","task.failed"],"name":"normalised","max_attempts":20}`,
+        `{"name":"normalised","queue_id":"${q}","max_pending":1e2,"types":["task.failed","task.cancelled"],"max_attempts":20.0}`,
+      ];
+      for (const text of same) {
+        const again = await post(text);
+        assert.equal(again.status, 200, `${text}: ${again.text}`);
+        assert.equal(again.json.data.deduplicated, true);
+        assert.deepEqual(again.json.data.subscription, first.json.data.subscription);
+      }
+      for (const text of [
+        `{"name":"normalised","queue_id":"${q}","max_pending":99,"types":["task.failed","task.cancelled"]}`,
+        `{"name":"normalised","queue_id":"${q}","types":["task.failed"]}`,
+        `{"name":"normalised","queue_id":"${q}","types":["task.failed","task.cancelled"],"from_sequence":"0"}`,
+        `{"name":"normalised","queue_id":"${q}","types":["task.failed","task.cancelled"],"max_attempts":19}`,
+      ]) {
+        assertError(await post(text), 409, "IDEMPOTENCY_CONFLICT");
+      }
+      const rows = await db.query("SELECT COUNT(*) AS n FROM subscriptions WHERE name = 'normalised'");
+      assert.equal(Number(rows[0].n), 1);
     });
 
     it("refuses a from_sequence before the retention boundary with 410 EVENT_HISTORY_EXPIRED", async () => {
