@@ -8,7 +8,7 @@ import type { Config } from "./config/index.js";
 import { MAX_BODY_BYTES } from "./config/limits.js";
 import { PACKAGE_JSON } from "./config/paths.js";
 import { buildInfo } from "./metrics.js";
-import { createPool, parseDatabaseUrl } from "./db/pool.js";
+import { createPool, limitsOf, parseDatabaseUrl } from "./db/pool.js";
 import { localPath } from "./db/local-socket.js";
 import { ENGINE_SESSION } from "./domain/delivery-engine.js";
 import { checkNotNewer, migrate } from "./db/migrate.js";
@@ -96,7 +96,14 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       : { via: "tcp", ...(dbPath.tcpBecause ? { because: dbPath.tcpBecause } : {}) },
   );
   const databaseUrl = dbPath.url;
-  const pool = createPool(databaseUrl, config.dbPoolSize, undefined, ANSWER_DEADLINE_MS);
+  // Its statements serve requests with a deadline: lock waits and statements end by it.
+  const pool = createPool(
+    databaseUrl,
+    config.dbPoolSize,
+    undefined,
+    ANSWER_DEADLINE_MS,
+    limitsOf(config.requestTimeoutMs),
+  );
   let closing = false;
   // The sequencer numbers what every request committed, and nothing is delivered before
   // it: on the main pool its transaction would queue behind the requests in flight, and
@@ -174,6 +181,8 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     clientAddress,
     nodeId: newId(),
     maxConnections: config.maxConnections,
+    maxConnectionsPerApplication: config.maxConnectionsPerApplication,
+    requestTimeoutMs: config.requestTimeoutMs,
     leaseDurationMs: config.leaseDurationMs,
     helloTimeoutMs: config.helloTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,

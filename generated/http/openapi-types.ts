@@ -135,15 +135,20 @@ export interface paths {
          *     (`$defs/clientFrame`, `$defs/serverFrame`).
          *
          *     Before the upgrade (plain HTTP error envelopes), in this order (**Orbit's choice**):
-         *     401 UNAUTHENTICATED (Authorization header only; cookies are ignored) → 403
+         *     first, before any database work, 429 CAPACITY_EXCEEDED with `Retry-After: 1` when
+         *     the node already has its maximum of event connections (128 by default), and 503
+         *     UNAVAILABLE with `Retry-After: 1` when it is already authenticating as many upgrades as
+         *     it allows (32); then 401 UNAUTHENTICATED (Authorization header only; cookies are
+         *     ignored; the credential lookup has the management deadline, 503 after it) → 403
          *     PERMISSION_DENIED (a cross-origin `Origin`, then a credential without
          *     `events:consume`; `events:read` does not replace it) → 400 INVALID_ARGUMENT (any query
          *     string: URL query parameters are refused, credentials never go in a URL) → 426
          *     PROTOCOL_REQUIRED (not a WebSocket upgrade, or `orbit.events.v1` not offered in
-         *     `Sec-WebSocket-Protocol`) → 429 CAPACITY_EXCEEDED with `Retry-After: 1` (the node
-         *     already has its maximum of event connections, 128 by default) → 400 INVALID_ARGUMENT
-         *     (a `Sec-WebSocket-Protocol` that offers `orbit.events.v1` but is malformed: an empty
-         *     or non-token item, or an item offered twice).
+         *     `Sec-WebSocket-Protocol`) → 429 CAPACITY_EXCEEDED with `Retry-After: 1` (the node, or
+         *     the credential's application on this node, has its maximum of event connections:
+         *     `ORBIT_MAX_CONNECTIONS`, `ORBIT_MAX_CONNECTIONS_PER_APPLICATION`) → 400
+         *     INVALID_ARGUMENT (a `Sec-WebSocket-Protocol` that offers `orbit.events.v1` but is
+         *     malformed: an empty or non-token item, or an item offered twice).
          *
          *     - **Origin:** a request without `Origin` (non-browser clients) is accepted. An `Origin`
          *       whose host and port differ from the request's `Host`, or `Origin: null`, is refused
@@ -161,7 +166,9 @@ export interface paths {
          *     - The server persists each lease before sending `event.deliver`. The client saves the
          *       event durably (keyed by `event.id`) and then sends `event.ack` with the proof; the
          *       server answers `ack`. Delivery is at least once.
-         *     - `events.ping` every 15 s; 60 s without a valid client frame closes the connection;
+         *     - `events.ping` every 15 s (a ping's reply re-checks the credential and the
+         *       subscription up to 5 times a second per connection; a ping beyond them is answered
+         *       from the last check); 60 s without a valid client frame closes the connection;
          *       write timeout 5 s. An invalid envelope or wrong session closes with 1008; server
          *       shutdown closes with 1001. A paused subscription can still connect, heartbeat and ACK.
          */

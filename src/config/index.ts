@@ -19,6 +19,8 @@ export interface Config {
   readonly helloTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly maxConnections: number;
+  /** Event connections of one application on a node; the node's limit unless set lower. */
+  readonly maxConnectionsPerApplication: number;
   readonly workerLeaseMs: number;
   readonly requestTimeoutMs: number;
   readonly dbPoolSize: number;
@@ -106,6 +108,7 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`ORBIT_DATABASE_SOCKET must be auto or off, got "${socket}"`);
   const host = env.ORBIT_HOST || "127.0.0.1";
   const port = int(env, "ORBIT_PORT", 8080, 0, 65535);
+  const maxConnections = int(env, "ORBIT_MAX_CONNECTIONS", 128, 1, 100_000);
   return Object.freeze({
     databaseUrl,
     databaseSocket: socket,
@@ -114,7 +117,8 @@ export function loadConfig(env: Env = process.env): Config {
     leaseDurationMs: int(env, "ORBIT_LEASE_DURATION_MS", 30000, 100, 3_600_000),
     helloTimeoutMs: int(env, "ORBIT_HELLO_TIMEOUT_MS", 5000, 50, 600_000),
     idleTimeoutMs: int(env, "ORBIT_IDLE_TIMEOUT_MS", 60000, 100, 3_600_000),
-    maxConnections: int(env, "ORBIT_MAX_CONNECTIONS", 128, 1, 100_000),
+    maxConnections,
+    maxConnectionsPerApplication: int(env, "ORBIT_MAX_CONNECTIONS_PER_APPLICATION", maxConnections, 1, 100_000),
     workerLeaseMs: int(env, "ORBIT_WORKER_LEASE_MS", 60000, 100, 86_400_000),
     requestTimeoutMs: int(env, "ORBIT_REQUEST_TIMEOUT_MS", MANAGEMENT_TIMEOUT_MS, 50, 600_000),
     dbPoolSize: int(env, "ORBIT_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, 1, 64),

@@ -35,6 +35,13 @@ export const MAX_CAPACITY = 32;
 export const HTTP_REQUESTS_PER_CONNECTION = 4;
 /** §7: heartbeat the server advertises; the write timeout. */
 export const HEARTBEAT_INTERVAL_MS = 15000;
+/**
+ * The heartbeat a node announces for its idle timeout: 15 s with the default 60 s, and a
+ * quarter of a shorter one, so that a client pinging as told is never cut as idle
+ * (ORBIT_IDLE_TIMEOUT_MS may be set below 15 s).
+ */
+export const heartbeatIntervalMs = (idleTimeoutMs: number): number =>
+  Math.max(1, Math.min(HEARTBEAT_INTERVAL_MS, Math.floor(idleTimeoutMs / 4)));
 export const WRITE_TIMEOUT_MS = 5000;
 /** docs/tasks.md: a claim long-polls at most 20 s. */
 export const MAX_CLAIM_WAIT_MS = 20000;
@@ -51,6 +58,18 @@ export const DEFAULT_DB_POOL_SIZE = 8;
  * commit and numbering): an idle node's query every 5 s (ORBIT_SEQUENCER_SWEEP_MS).
  */
 export const SEQUENCER_SWEEP_MS = 5000;
+/**
+ * Event-connection upgrades a node authenticates at once (each a credential lookup);
+ * beyond them an upgrade is refused 503 before any database work, so a flood of upgrades
+ * with made-up tokens costs the node at most this many lookups in flight.
+ */
+export const MAX_UPGRADES_AUTHENTICATING = 32;
+/**
+ * Pings of one event connection that re-check its credential and subscription, per
+ * second; a ping beyond them is answered from the last check. A client pings every 15 s;
+ * one that pings without pause costs the database at most this many checks a second.
+ */
+export const PING_CHECKS_PER_SECOND = 5;
 /**
  * How often a node reads the database gauges of GET /metrics (background.ts): as often as
  * Prometheus' usual scrape interval, so a scrape is never more than one refresh behind,

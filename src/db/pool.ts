@@ -100,21 +100,51 @@ export function sessionMode(pool: Pool): SessionMode | undefined {
  * a claim's round trips are its latency, and one claim in flight per application makes
  * that latency a subscription's throughput.
  */
+/**
+ * Callers that may wait for a connection of a pool, per connection: beyond them a caller
+ * is refused at once (tx.ts: UNAVAILABLE, 503) instead of joining a queue that a flood of
+ * requests could make as long as it likes, each waiting out its whole deadline.
+ */
+export const WAITERS_PER_CONNECTION = 64;
+
+/**
+ * Time limits of a session whose statements serve requests with a deadline: a lock wait
+ * or a statement ends by the request's deadline at the latest, with an error the node
+ * answers 503 (tx.ts), and frees its connection instead of holding it long after the
+ * request was answered.
+ */
+export interface StatementLimits {
+  /** innodb_lock_wait_timeout, in whole seconds (InnoDB's unit, at least 1). */
+  readonly lockWaitSeconds: number;
+  /** MariaDB's max_statement_time (and MySQL's max_execution_time, SELECTs only). */
+  readonly statementMs: number;
+}
+
+/**
+ * The limits of a request deadline: a statement may take as long as the deadline, a lock
+ * wait as many whole seconds as it spans. Not shorter: a request answered 503 before its
+ * deadline would break the deadline's promise (docs/http.md), and a lock wait that ends
+ * sooner is run again (tx.ts) until the deadline anyway.
+ */
+export function limitsOf(deadlineMs: number): StatementLimits {
+  return { statementMs: deadlineMs, lockWaitSeconds: Math.max(1, Math.ceil(deadlineMs / 1000)) };
+}
+
 export function createPool(
   url: string,
   connectionLimit: number,
   mode: SessionMode = MAIN_SESSION,
   answerDeadlineMs?: number,
+  limits?: StatementLimits,
 ): Pool {
   const pool = mysql.createPool({
     ...baseOptions(url),
     ...(mode.multipleStatements ? { multipleStatements: true } : {}),
     connectionLimit,
     maxIdle: connectionLimit,
-    // A node waits for a free connection rather than failing; the 8 s request deadline
-    // bounds the wait.
+    // A caller waits for a free connection, within its deadline, in a bounded queue.
     waitForConnections: true,
-    queueLimit: 0,
+    queueLimit: connectionLimit * WAITERS_PER_CONNECTION,
     enableKeepAlive: true,
     connectTimeout: 5000,
   });
@@ -127,6 +157,12 @@ export function createPool(
     core.query("SET time_zone = '+00:00'");
     core.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${mode.isolation}`);
     if (mode.implicitTransactions) core.query("SET SESSION autocommit = 0");
+    if (limits) {
+      core.query(`SET SESSION innodb_lock_wait_timeout = ${limits.lockWaitSeconds}`);
+      // Each server knows one of the two names; the other's error is expected and ignored.
+      core.query(`SET SESSION max_statement_time = ${limits.statementMs / 1000}`, () => undefined);
+      core.query(`SET SESSION max_execution_time = ${limits.statementMs}`, () => undefined);
+    }
     if (answerDeadlineMs !== undefined) watchAnswers(core, answerDeadlineMs);
   });
   sessionModes.set(pool, mode);

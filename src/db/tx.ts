@@ -26,6 +26,38 @@ const CONNECTION_ERROR_CODES = new Set([
   "EHOSTUNREACH",
 ]);
 
+/**
+ * Server errors of a writer that is going away or has been demoted (a failover, a
+ * restart, a connection killed by an operator or the server's own limits): the database
+ * is unavailable for now, and the connection that got one is not used again, since it
+ * may stay connected to a server that will refuse every write.
+ */
+const FAILOVER_ERRNOS: ReadonlySet<number> = new Set([
+  1290, // ER_OPTION_PREVENTS_STATEMENT: --read-only (a demoted writer)
+  1836, // ER_READ_ONLY_MODE
+  1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+  1053, // ER_SERVER_SHUTDOWN
+  1927, // ER_CONNECTION_KILLED (MariaDB)
+  4031, // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8: the server closed an idle connection)
+]);
+
+/**
+ * A statement stopped by the session's time limit (pool.ts, the request deadline): the
+ * database is too slow right now, as for a lock wait that outlives the deadline.
+ */
+const STATEMENT_TIMEOUT_ERRNOS: ReadonlySet<number> = new Set([
+  1969, // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
+  3024, // ER_QUERY_TIMEOUT (MySQL max_execution_time)
+]);
+
+/** mysql2's refusal when a pool's wait queue is full (it carries no code). */
+const QUEUE_FULL_MESSAGE = "Queue limit reached.";
+
+export function isFailoverError(e: unknown): boolean {
+  const errno = (e as { errno?: unknown })?.errno;
+  return typeof errno === "number" && FAILOVER_ERRNOS.has(errno);
+}
+
 export function isRetryable(e: unknown): boolean {
   const errno = (e as { errno?: unknown })?.errno;
   return typeof errno === "number" && errno in RETRYABLE_SQL_ERRORS;
@@ -40,8 +72,10 @@ export function isRetryable(e: unknown): boolean {
 const NOT_THERE_YET_CODES = new Set(["ER_BAD_DB_ERROR", "ER_NO_SUCH_TABLE"]);
 
 export function isUnavailableError(e: unknown): boolean {
-  const code = (e as { code?: unknown })?.code;
-  return typeof code === "string" && (CONNECTION_ERROR_CODES.has(code) || NOT_THERE_YET_CODES.has(code));
+  const { code, errno, message } = (e ?? {}) as { code?: unknown; errno?: unknown; message?: unknown };
+  if (typeof code === "string" && (CONNECTION_ERROR_CODES.has(code) || NOT_THERE_YET_CODES.has(code))) return true;
+  if (typeof errno === "number" && (FAILOVER_ERRNOS.has(errno) || STATEMENT_TIMEOUT_ERRNOS.has(errno))) return true;
+  return code === undefined && message === QUEUE_FULL_MESSAGE;
 }
 
 /** Maps driver failures that are the database's fault to UNAVAILABLE; others pass. */
@@ -177,6 +211,13 @@ export async function withTransaction<T>(
     let tx: Tx | undefined;
     try {
       conn = await pool.getConnection();
+      // The deadline may have passed while this waited for a connection: its request was
+      // answered 503 already, so none of its work is started.
+      if (signal?.aborted) {
+        conn.release();
+        conn = undefined;
+        throw unavailable();
+      }
       const mode = sessionMode(pool);
       const opening: Statement[] = [];
       // Applies to the next transaction only; the pool's own level stays.
@@ -200,10 +241,15 @@ export async function withTransaction<T>(
     } catch (e) {
       if (tx && selfCommitted.delete(tx)) {
         // Committed already: nothing to roll back, and running it again would repeat it.
-        conn!.release();
+        if (isFailoverError(e)) conn!.destroy();
+        else conn!.release();
         throw translateDbError(e);
       }
-      if (conn) {
+      if (conn && isFailoverError(e)) {
+        // The server rolls back what it refused or what it dropped; this connection is not
+        // used again (FAILOVER_ERRNOS).
+        conn.destroy();
+      } else if (conn) {
         const p = tx && pipelines.get(tx);
         // A failed ROLLBACK means the connection is broken: drop it rather than reuse it.
         if (p && !p.sent) conn.release();

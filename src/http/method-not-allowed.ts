@@ -34,7 +34,9 @@ const ACTION_OPERATIONS: ReadonlySet<string> = new Set(
  * a pattern: the path is anyone's, and a pattern with two unbounded runs backtracks in
  * quadratic time on a long segment of colons.
  */
-const inActionForm = (path: string): boolean => path.indexOf(":", path.lastIndexOf("/")) !== -1;
+const inActionForm = (path: string | null | undefined): boolean =>
+  // A CONNECT's authority-form target has no path (Koa's ctx.path is then null).
+  typeof path === "string" && path.indexOf(":", path.lastIndexOf("/")) !== -1;
 
 /**
  * The router's layers of the path asked, as openapi.yaml has it. An action path also fits

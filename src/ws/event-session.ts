@@ -5,7 +5,7 @@
 // (flow.ts), what the session may hold (seat.ts), its row in the database
 // (session-record.ts), its deadlines (session-timers.ts), and the claims (claims.ts).
 import type WebSocket from "ws";
-import { HEARTBEAT_INTERVAL_MS } from "../config/limits.js";
+import { heartbeatIntervalMs, PING_CHECKS_PER_SECOND } from "../config/limits.js";
 import type { Pool } from "../db/types.js";
 import { isUnavailableError } from "../db/tx.js";
 import type { AckOutcome } from "../domain/delivery-acks.js";
@@ -69,6 +69,10 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
   private readonly timers: SessionTimers;
   /** The write timeout cut the socket. */
   private terminated = false;
+  /** The last ping's check of the credential and subscription. */
+  private lastPingCheck: { readonly enabled: boolean; readonly backlog: number } | undefined;
+  /** When the current second of ping checks began, and the checks made in it. */
+  private pingWindow = { start: 0, checks: 0 };
 
   constructor(
     private readonly ws: WebSocket,
@@ -197,7 +201,7 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
         subscription_id: s.id,
         capacity: f.body.capacity,
         lease_duration_ms: this.deps.leaseDurationMs,
-        heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS,
+        heartbeat_interval_ms: heartbeatIntervalMs(this.deps.idleTimeoutMs),
         server_time: formatTimestamp(new Date()),
         enabled: Boolean(s.enabled),
       }),
@@ -208,17 +212,30 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
     this.deps.scheduler.request(this);
   }
 
-  /** The reply re-checks the credential and the subscription's scope (docs/protocol.md §7). */
+  /**
+   * The reply re-checks the credential and the subscription's scope (docs/protocol.md §7),
+   * up to PING_CHECKS_PER_SECOND times a second: a ping beyond them is answered from the
+   * last check, so pinging without pause costs a bounded amount of database work.
+   */
   private async ping(f: EventsPing): Promise<void> {
     let enabled: boolean;
     let backlog: number;
-    try {
-      const sub = await consumableSubscription(this.deps.pool, this.authorization, this.subscriptionId);
-      enabled = Boolean(sub.enabled);
-      backlog = sub.pending_count;
-    } catch (e) {
-      if (e instanceof OrbitError) return this.closeWithError(e.code, e.message, f.message_id);
-      return this.dbFailure(e, f.message_id);
+    const now = Date.now();
+    if (now - this.pingWindow.start >= 1000) this.pingWindow = { start: now, checks: 0 };
+    const recent = this.lastPingCheck;
+    if (recent && this.pingWindow.checks >= PING_CHECKS_PER_SECOND) {
+      ({ enabled, backlog } = recent);
+    } else {
+      this.pingWindow.checks++;
+      try {
+        const sub = await consumableSubscription(this.deps.pool, this.authorization, this.subscriptionId);
+        enabled = Boolean(sub.enabled);
+        backlog = sub.pending_count;
+      } catch (e) {
+        if (e instanceof OrbitError) return this.closeWithError(e.code, e.message, f.message_id);
+        return this.dbFailure(e, f.message_id);
+      }
+      this.lastPingCheck = { enabled, backlog };
     }
     this.send(ackFrame(f.message_id, this.sessionId, { server_time: formatTimestamp(new Date()), enabled }));
     // The ping reply is how a session hears of a resume or a `:retry` served by another

@@ -5,14 +5,14 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
-import { MAX_FRAME_BYTES } from "../config/limits.js";
+import { MAX_FRAME_BYTES, MAX_UPGRADES_AUTHENTICATING } from "../config/limits.js";
 import type { Pool } from "../db/types.js";
 import { namespaceHeads } from "../domain/event-sessions.js";
 import { authenticate, requireAction } from "../domain/identity.js";
 import type { Sequencer } from "../domain/sequencer.js";
 import type { SubscriptionSignals } from "../domain/subscription-signals.js";
 import { describeError, type Logger } from "../log/index.js";
-import { ERROR_CATALOGUE, OrbitError, type ErrorCode } from "../wire/errors.js";
+import { ERROR_CATALOGUE, OrbitError, unavailable, type ErrorCode } from "../wire/errors.js";
 import { writeRawError } from "../edge/raw-response.js";
 import { recordRequest } from "../edge/access-log.js";
 import type { ClientAddress } from "../edge/client-address.js";
@@ -52,6 +52,10 @@ export interface HubDeps {
   readonly clientAddress: ClientAddress;
   readonly nodeId: string;
   readonly maxConnections: number;
+  /** Event connections of one application on this node (ORBIT_MAX_CONNECTIONS_PER_APPLICATION). */
+  readonly maxConnectionsPerApplication: number;
+  /** An upgrade's credential lookup gets this long (the management deadline), then 503. */
+  readonly requestTimeoutMs: number;
   readonly leaseDurationMs: number;
   readonly helloTimeoutMs: number;
   readonly idleTimeoutMs: number;
@@ -83,6 +87,10 @@ export class EventHub {
    * connections (docs/protocol.md §5) by having us close its connections.
    */
   private readonly openSockets = new Set<WebSocket>();
+  /** Open sockets by application id, for the per-application limit. */
+  private readonly perApplication = new Map<string, number>();
+  /** Upgrades whose credential lookup has not settled, timed-out ones included. */
+  private authenticating = 0;
   private closing = false;
   /** A head poll is waiting for its answer. */
   private polling = false;
@@ -134,9 +142,17 @@ export class EventHub {
       record(ERROR_CATALOGUE[code].status);
     };
     if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
+    // Before any database work: a node that is full, or already looking up as many
+    // credentials as it allows, refuses at once what it could not take anyway.
+    if (this.openSockets.size >= this.deps.maxConnections) {
+      return refuse("CAPACITY_EXCEEDED", { "Retry-After": "1" });
+    }
+    if (this.authenticating >= MAX_UPGRADES_AUTHENTICATING) {
+      return refuse("UNAVAILABLE", { "Retry-After": "1" }, "too many event connections are being opened at once");
+    }
     try {
       const authorization = req.headersDistinct["authorization"];
-      const caller = await authenticate(this.deps.pool, authorization?.length === 1 ? authorization[0] : undefined);
+      const caller = await this.authenticateWithin(authorization?.length === 1 ? authorization[0] : undefined);
       credentialId = caller.credentialId;
       checkOrigin(req);
       requireAction(caller, "events:consume");
@@ -148,13 +164,27 @@ export class EventHub {
       if (this.openSockets.size >= this.deps.maxConnections) {
         return refuse("CAPACITY_EXCEEDED", { "Retry-After": "1" });
       }
+      const application = caller.applicationId;
+      if ((this.perApplication.get(application) ?? 0) >= this.deps.maxConnectionsPerApplication) {
+        return refuse(
+          "CAPACITY_EXCEEDED",
+          { "Retry-After": "1" },
+          "the application has its maximum of event connections on this node",
+        );
+      }
       if (this.closing) return refuse("UNAVAILABLE", { "Retry-After": "1" });
       (req as UpgradeRequest).orbitRequestId = requestId;
       (req as UpgradeRequest).orbitRecord = record;
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         record(101);
         this.openSockets.add(ws);
-        ws.once("close", () => this.openSockets.delete(ws));
+        this.perApplication.set(application, (this.perApplication.get(application) ?? 0) + 1);
+        ws.once("close", () => {
+          this.openSockets.delete(ws);
+          const left = (this.perApplication.get(application) ?? 1) - 1;
+          if (left > 0) this.perApplication.set(application, left);
+          else this.perApplication.delete(application);
+        });
         const conn = new EventSession(ws, caller, authorization![0]!, {
           ...this.deps,
           scheduler: this.scheduler,
@@ -180,6 +210,26 @@ export class EventHub {
       if (e instanceof OrbitError) return refuse(e.code, e.headers as Record<string, string>, e.message);
       this.deps.log.log("warn", "upgrade failed", describeError(e));
       refuse("UNAVAILABLE", { "Retry-After": "1" });
+    }
+  }
+
+  /**
+   * The credential lookup of an upgrade, within the management deadline (503 after it).
+   * A lookup that outlives its deadline still counts as authenticating until it settles,
+   * so a database that stalls cannot make the node start more of them.
+   */
+  private async authenticateWithin(authorization: string | undefined) {
+    this.authenticating++;
+    const lookup = authenticate(this.deps.pool, authorization).finally(() => this.authenticating--);
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(unavailable()), this.deps.requestTimeoutMs);
+    });
+    try {
+      return await Promise.race([lookup, deadline]);
+    } finally {
+      clearTimeout(timer);
+      lookup.catch(() => undefined); // a late failure has no one left to tell
     }
   }
 

@@ -1,12 +1,14 @@
-// Requests without a valid token cost a node a small, bounded amount of work: each is
-// answered by a real node, and the node's own CPU time (read from /proc, so another
+// Requests cost a node a small, bounded amount of work, with or without a valid token:
+// each is answered by a real node. The node's own CPU time (read from /proc, so another
 // process's load does not count) shows the work done, with a bound far above the linear
-// cost and far below what a quadratic or unbounded one would take.
+// cost and far below what a quadratic one would take; a proxy that holds the database's
+// answers shows the pool's wait bounded and work not started past its deadline.
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
-import { freshDatabase, type TestDatabase } from "../helpers/db.js";
+import { freshDatabase, MYSQL_PORT, type TestDatabase } from "../helpers/db.js";
 import { request } from "../helpers/http.js";
-import { startNode, type OrbitNode } from "../helpers/orbit.js";
+import { bootstrap, startNode, type OrbitNode } from "../helpers/orbit.js";
+import { startProxy, type Proxy } from "../helpers/proxy.js";
 
 /** CPU time the process has used, user and system, in ms (Linux clock ticks of 10 ms). */
 function cpuMs(pid: number): number {
@@ -45,5 +47,91 @@ describe("cheap work for requests without a valid token", function () {
     // quadratic pattern spent about 0.2 s on each.
     const spent = cpuMs(node.process.pid!) - before;
     assert.ok(spent < 3000, `the node spent ${spent} ms of CPU on 120 requests for unknown paths`);
+  });
+});
+
+describe("the database pool's wait, bounded", function () {
+  this.timeout(120000);
+  let db: TestDatabase;
+  let proxy: Proxy;
+  let node: OrbitNode;
+  let token: string;
+  let queueId: string;
+
+  before(async () => {
+    db = await freshDatabase("pool_wait");
+    const boot = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
+    token = boot.token;
+    queueId = boot.queues[0]!.id;
+    proxy = await startProxy(MYSQL_PORT);
+    // One connection, so one held statement holds the pool; no background sweep meanwhile.
+    node = await startNode(db.urlVia(proxy), {
+      ORBIT_DB_POOL_SIZE: "1",
+      ORBIT_REQUEST_TIMEOUT_MS: "3000",
+      ORBIT_SEQUENCER_SWEEP_MS: "3600000",
+    });
+  });
+  afterEach(() => proxy.release());
+  after(async () => {
+    await node?.stop();
+    await proxy?.close();
+  });
+
+  it("refuses at once the requests beyond the pool's wait queue, in the envelope", async () => {
+    proxy.hold();
+    const started = Date.now();
+    const answers = await Promise.all(
+      Array.from({ length: 120 }, () =>
+        request(node.url, { path: "/v1/health" }).then((r) => ({ ...r, after: Date.now() - started })),
+      ),
+    );
+    // 1 connection and 64 waiters: the other 55 are refused before their deadline.
+    const early = answers.filter((a) => a.after < 1500);
+    assert.ok(early.length >= 45, `only ${early.length} refused at once`);
+    for (const a of answers) {
+      assert.equal(a.status, 503);
+      assert.equal(a.json.error.code, "UNAVAILABLE");
+      assert.equal(a.headers["retry-after"], "1");
+    }
+    proxy.release();
+    // The waiters' own statements run first (a health check's bare SELECT has no deadline
+    // check), then the node answers again.
+    for (const end = Date.now() + 15000; (await request(node.url, { path: "/v1/health" })).status !== 200;) {
+      assert.ok(Date.now() < end, "the node did not recover");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+
+  it("writes nothing for requests whose deadline passed while they waited for a connection", async () => {
+    const submitted = await request(node.url, {
+      method: "POST",
+      path: "/v1/tasks",
+      token,
+      headers: [["Idempotency-Key", "to-cancel"]],
+      body: JSON.stringify({ queue_id: queueId, input: {} }),
+    });
+    assert.equal(submitted.status, 201);
+    const cancel = (key: string) =>
+      request(node.url, {
+        method: "POST",
+        path: `/v1/tasks/${submitted.json.data.task.id}:cancel`,
+        token,
+        headers: [["Idempotency-Key", key]],
+        body: JSON.stringify({ expected_revision: "1", reason: "late" }),
+      });
+    proxy.hold();
+    const late = await Promise.all(Array.from({ length: 6 }, (_, i) => cancel(`late-${i}`)));
+    assert.deepEqual(
+      late.map((r) => r.status),
+      [503, 503, 503, 503, 503, 503],
+    );
+    // Every deadline has passed. When the database answers again, the requests that
+    // waited for the connection past their deadlines get it in turn and write nothing.
+    proxy.release();
+    await new Promise((r) => setTimeout(r, 1000));
+    const task = await db.query("SELECT state FROM tasks WHERE id = ?", [submitted.json.data.task.id]);
+    assert.equal(task[0].state, "QUEUED");
+    const keys = await db.query("SELECT idem_key FROM idempotency_keys WHERE idem_key LIKE 'late-%'");
+    assert.deepEqual(keys, []);
   });
 });

@@ -232,20 +232,23 @@ describe("tasks", () => {
     });
 
     it("commits nothing of a submit whose deadline passed before its transaction could start", async () => {
-      // One database connection: a submit held in the database keeps it, and the next
-      // submit waits for it past its deadline (503); when it gets the connection it must
-      // not write what its client was told failed.
+      // One database connection: submits held in the database keep it one after the other
+      // (each held statement ends at its own deadline, the requests' statement limit), and
+      // the last submit waits for it past its deadline (503); when it gets the connection it
+      // must not write what its client was told failed.
       const own = await startNode(db.url, { ORBIT_DB_POOL_SIZE: "1", ORBIT_REQUEST_TIMEOUT_MS: "1000" });
       const c = await db.connect();
       try {
         const mine = client(own.url, owner.token);
         assert.equal((await mine.post("/v1/tasks", { queue_id: q, input: "warm" })).status, 201);
         await c.query("LOCK TABLES credentials WRITE");
-        const held = mine.post("/v1/tasks", { queue_id: q, input: "held" }, "deadline-held");
-        await sleep(200);
+        const held = [mine.post("/v1/tasks", { queue_id: q, input: "held" }, "deadline-held")];
+        await sleep(100);
+        held.push(mine.post("/v1/tasks", { queue_id: q, input: "held" }, "deadline-held-2"));
+        await sleep(100);
         assertError(await mine.post("/v1/tasks", { queue_id: q, input: "late" }, "deadline-late"), 503, "UNAVAILABLE");
         await c.query("UNLOCK TABLES");
-        await held;
+        await Promise.all(held);
         await sleep(500);
         const keys = await db.query("SELECT idem_key FROM idempotency_keys WHERE idem_key LIKE 'deadline-%'");
         assert.ok(!keys.some((k) => k.idem_key === "deadline-late"), "the late submit wrote its key");

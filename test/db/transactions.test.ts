@@ -5,7 +5,7 @@
 import { strict as assert } from "node:assert";
 import type { RowDataPacket } from "mysql2/promise";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
-import { createPool, ensureDatabase, parseDatabaseUrl, type Pool } from "../../src/db/pool.js";
+import { createPool, ensureDatabase, parseDatabaseUrl, WAITERS_PER_CONNECTION, type Pool } from "../../src/db/pool.js";
 import { defer, withTransaction } from "../../src/db/tx.js";
 import { OrbitError } from "../../src/wire/errors.js";
 
@@ -118,5 +118,44 @@ describe("pipelined transactions", () => {
     const before = (await stored(1))!;
     assert.equal(await level("READ COMMITTED"), before + 100, "READ COMMITTED sees the other commit");
     assert.equal(await level(), before + 100, "REPEATABLE READ keeps its first snapshot");
+  });
+
+  it("starts no transaction whose deadline passed while it waited for a connection", async () => {
+    // Both connections held: the transaction waits in the pool's queue.
+    const held = [await pool.getConnection(), await pool.getConnection()];
+    const controller = new AbortController();
+    let ran = false;
+    const late = withTransaction(
+      pool,
+      async (tx) => {
+        ran = true;
+        await tx.query("INSERT INTO t (id, v) VALUES (9, 9)");
+      },
+      controller.signal,
+    );
+    controller.abort(); // the request's deadline passes meanwhile
+    held.forEach((c) => c.release());
+    await assert.rejects(late, (e: unknown) => e instanceof OrbitError && e.code === "UNAVAILABLE");
+    assert.equal(ran, false, "the transaction's work started after its deadline");
+    assert.equal(await stored(9), undefined);
+  });
+
+  it("refuses at once a caller beyond the pool's wait queue, as UNAVAILABLE", async () => {
+    const small = createPool(db.url, 1);
+    const held = await small.getConnection();
+    try {
+      // 1 connection, WAITERS_PER_CONNECTION waiters: one more is refused.
+      const waiting = Array.from({ length: WAITERS_PER_CONNECTION }, () =>
+        withTransaction(small, async () => "served"),
+      );
+      await assert.rejects(
+        withTransaction(small, async () => "served"),
+        (e: unknown) => e instanceof OrbitError && e.code === "UNAVAILABLE",
+      );
+      held.release();
+      assert.deepEqual(await Promise.all(waiting), Array(WAITERS_PER_CONNECTION).fill("served"));
+    } finally {
+      await small.end();
+    }
   });
 });
