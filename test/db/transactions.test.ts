@@ -8,6 +8,7 @@ import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { createPool, ensureDatabase, parseDatabaseUrl, WAITERS_PER_CONNECTION, type Pool } from "../../src/db/pool.js";
 import { defer, withTransaction } from "../../src/db/tx.js";
 import { OrbitError } from "../../src/wire/errors.js";
+import { databaseRetries } from "../../src/metrics.js";
 
 describe("pipelined transactions", () => {
   let db: TestDatabase;
@@ -157,5 +158,36 @@ describe("pipelined transactions", () => {
     } finally {
       await small.end();
     }
+  });
+
+  it("runs a transaction again after a deadlock it lost, and it then commits once", async () => {
+    await pool.query("INSERT INTO t (id, v) VALUES (20, 0), (21, 0)");
+    const retried = async () =>
+      (await databaseRetries.get()).values.find((v) => v.labels.kind === "deadlock")?.value ?? 0;
+    const retriesBefore = await retried();
+    // The other transaction holds row 21 and has written more rows: InnoDB rolls back the
+    // lighter of two deadlocked transactions, so this one loses the first time.
+    const other = await pool.getConnection();
+    await other.query("START TRANSACTION");
+    await other.query("UPDATE t SET v = v + 1 WHERE id = 21");
+    await other.query("INSERT INTO t (id, v) VALUES (30, 0), (31, 0), (32, 0), (33, 0)");
+    let attempts = 0;
+    let otherDone: Promise<unknown> | undefined;
+    await withTransaction(pool, async (tx) => {
+      attempts++;
+      await tx.query("UPDATE t SET v = v + 10 WHERE id = 20");
+      if (attempts === 1) {
+        // The other now waits for row 20, then this one asks for row 21: a deadlock.
+        otherDone = other.query("UPDATE t SET v = v + 1 WHERE id = 20").then(() => other.query("COMMIT"));
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      await tx.query("UPDATE t SET v = v + 10 WHERE id = 21");
+    });
+    await otherDone;
+    other.release();
+    assert.equal(attempts, 2, "the transaction ran again after the deadlock");
+    assert.equal(await retried(), retriesBefore + 1);
+    assert.equal(await stored(20), 11);
+    assert.equal(await stored(21), 11);
   });
 });
