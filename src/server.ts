@@ -204,8 +204,14 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(config.port, config.host, () => resolve());
+      server.listen(config.port, config.host, () => {
+        server.off("error", reject);
+        resolve();
+      });
     });
+    // An error after listening (a failed accept: out of file descriptors) is logged, not
+    // thrown: without a listener it would end the process.
+    server.on("error", (e) => log.log("warn", "listener error", describeError(e)));
   } catch (e) {
     // Nothing may keep the process alive (the hub's head poll, the pools): a node that
     // cannot listen exits at once, saying why, instead of running and serving nothing.
@@ -217,7 +223,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   let metrics: MetricsListener | undefined;
   if (config.metricsPort !== undefined) {
     try {
-      metrics = await startMetricsListener(config.metricsHost, config.metricsPort);
+      metrics = await startMetricsListener(config.metricsHost, config.metricsPort, log);
     } catch (e) {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

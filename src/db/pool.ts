@@ -108,10 +108,9 @@ export function sessionMode(pool: Pool): SessionMode | undefined {
 export const WAITERS_PER_CONNECTION = 64;
 
 /**
- * Time limits of a session whose statements serve requests with a deadline: a lock wait
- * or a statement ends by the request's deadline at the latest, with an error the node
- * answers 503 (tx.ts), and frees its connection instead of holding it long after the
- * request was answered.
+ * Time limits of a session whose statements serve requests with a deadline: no lock wait
+ * or statement lasts longer than one deadline, so a connection is not held for InnoDB's
+ * 50 s lock wait long after its request was answered; the error is 503 (tx.ts).
  */
 export interface StatementLimits {
   /** innodb_lock_wait_timeout, in whole seconds (InnoDB's unit, at least 1). */
@@ -158,8 +157,10 @@ export function createPool(
     core.query(`SET SESSION TRANSACTION ISOLATION LEVEL ${mode.isolation}`);
     if (mode.implicitTransactions) core.query("SET SESSION autocommit = 0");
     if (limits) {
-      core.query(`SET SESSION innodb_lock_wait_timeout = ${limits.lockWaitSeconds}`);
-      // Each server knows one of the two names; the other's error is expected and ignored.
+      // A server or proxy that refuses one of these leaves the connection without that
+      // limit, not broken: the errors are ignored (each server knows one of the last two
+      // names only).
+      core.query(`SET SESSION innodb_lock_wait_timeout = ${limits.lockWaitSeconds}`, () => undefined);
       core.query(`SET SESSION max_statement_time = ${limits.statementMs / 1000}`, () => undefined);
       core.query(`SET SESSION max_execution_time = ${limits.statementMs}`, () => undefined);
     }

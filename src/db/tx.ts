@@ -37,8 +37,9 @@ const FAILOVER_ERRNOS: ReadonlySet<number> = new Set([
   1836, // ER_READ_ONLY_MODE
   1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
   1053, // ER_SERVER_SHUTDOWN
-  1927, // ER_CONNECTION_KILLED (MariaDB)
-  4031, // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8: the server closed an idle connection)
+  1927, // ER_CONNECTION_KILLED (MariaDB's number; unused by MySQL)
+  4031, // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8's number: the server closed an idle
+  //       connection; MariaDB's 4031 is a trigger error that Orbit's statements never raise)
 ]);
 
 /**

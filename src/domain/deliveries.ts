@@ -109,13 +109,13 @@ export interface RetryInput {
 export async function retry(tx: Tx, caller: Caller, r: RetryInput): Promise<Receipt<{ delivery: DeliveryWire }>> {
   const ref = { credentialId: caller.credentialId, operation: "deliveries.retry", key: r.key };
   const target = `${r.subscriptionId}/${r.deliveryId}\n`;
-  // The request as read (additional_attempts 2.0 is 2), as for a create (subscriptions.ts createContent).
-  const content = JSON.stringify({
+  // What it means (additional_attempts 2.0 is 2), as for a create (subscriptions.ts createMeaning).
+  const meaning = JSON.stringify({
     additional_attempts: r.additionalAttempts,
     expected_revision: r.expectedRevision,
     reason: r.reason,
   });
-  return idempotent(tx, { ref, content: target + content, sentContent: target + r.canonicalBody }, async () => {
+  return idempotent(tx, { ref, content: target + r.canonicalBody, meaning: target + meaning }, async () => {
     const s = await getSubscription(tx, caller, r.subscriptionId);
     const d = await selectDelivery(tx, s.id, r.deliveryId, true);
     if (!d) throw notFound();

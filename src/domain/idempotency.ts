@@ -13,11 +13,12 @@ export interface IdempotentWrite {
   /** Canonical request content: canonical body text, plus the path target if any. */
   readonly content: string;
   /**
-   * Where `content` is the request as the node reads it (defaults applied, numbers and
-   * lists normalised), the content as sent: a key stored by a node that compared that
-   * still answers its replays.
+   * What the request means, where replays compare that (defaults applied, numbers and
+   * lists normalised): a replay matches when its content or its meaning does. Both are
+   * stored; `content` alone answers a byte-identical replay on a node of an earlier
+   * version, which compares only that.
    */
-  readonly sentContent?: string;
+  readonly meaning?: string;
 }
 
 export interface Receipt<D> {
@@ -40,25 +41,22 @@ export async function idempotent<D>(
   write: () => Promise<{ status: number; data: D }>,
 ): Promise<Receipt<D>> {
   const digest = contentDigest(w.content);
-  if (await claimKey(tx, w.ref, digest)) {
+  const meaning = w.meaning === undefined ? undefined : contentDigest(w.meaning);
+  if (await claimKey(tx, w.ref, digest, meaning)) {
     const out = await write();
     await storeReceipt(tx, w.ref, out.status, JSON.stringify(out.data));
     return { ...out, deduplicated: false };
   }
-  return replay(tx, w.ref, digest, w.sentContent === undefined ? undefined : contentDigest(w.sentContent));
+  return replay(tx, w.ref, digest, meaning);
 }
 
 /** The stored receipt of a key taken already: a replay's answer, or 409 for other content. */
-export async function replay<D>(
-  tx: Tx,
-  ref: IdempotencyKeyRef,
-  digest: Buffer,
-  sentDigest?: Buffer,
-): Promise<Receipt<D>> {
+export async function replay<D>(tx: Tx, ref: IdempotencyKeyRef, digest: Buffer, meaning?: Buffer): Promise<Receipt<D>> {
   const row = await selectKey(tx, ref);
   if (!row || row.response_data === null) throw new Error("idempotency key without a receipt");
-  const stored = Buffer.from(row.request_digest);
-  if (!stored.equals(digest) && !(sentDigest && stored.equals(sentDigest)))
-    throw new OrbitError("IDEMPOTENCY_CONFLICT");
+  const sameContent = Buffer.from(row.request_digest).equals(digest);
+  const sameMeaning =
+    meaning !== undefined && row.meaning_digest !== null && Buffer.from(row.meaning_digest).equals(meaning);
+  if (!sameContent && !sameMeaning) throw new OrbitError("IDEMPOTENCY_CONFLICT");
   return { status: 200, data: JSON.parse(row.response_data) as D, deduplicated: true };
 }

@@ -90,7 +90,7 @@ export function normaliseTypes(types: readonly string[] | undefined): string[] {
  * a conflict. An omitted `from_sequence` stays apart from any value: it means the head at
  * the time of the first request.
  */
-export function createContent(c: CreateInput): string {
+export function createMeaning(c: CreateInput): string {
   return JSON.stringify({
     name: c.name,
     queue_id: c.queueId,
@@ -123,7 +123,7 @@ export async function createSubscription(
 ): Promise<Receipt<{ subscription: SubscriptionWire }>> {
   if (!caller.queues.has(c.queueId)) throw notFound();
   const ref = { credentialId: caller.credentialId, operation: "subscriptions.create", key: c.key };
-  return idempotent(tx, { ref, content: createContent(c), sentContent: c.canonicalBody }, async () => {
+  return idempotent(tx, { ref, content: c.canonicalBody, meaning: createMeaning(c) }, async () => {
     const count = await lockNamespaceAndCount(tx, caller.namespaceId);
     // Read under the namespace lock: the head we start from is the committed head now.
     // from_sequence first: above the head it is the body's 400, which comes before the

@@ -5,6 +5,7 @@
 // machinery, not traffic.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { describeError, type Logger } from "../log/index.js";
 import { operatorRegistry } from "../metrics.js";
 
 export const METRICS_PATH = "/metrics";
@@ -14,7 +15,7 @@ export interface MetricsListener {
   close(): Promise<void>;
 }
 
-export async function startMetricsListener(host: string, port: number): Promise<MetricsListener> {
+export async function startMetricsListener(host: string, port: number, log: Logger): Promise<MetricsListener> {
   const server = http.createServer((req, res) => {
     res.setHeader("Cache-Control", "no-store");
     const path = (req.url ?? "").split("?")[0];
@@ -31,8 +32,14 @@ export async function startMetricsListener(host: string, port: number): Promise<
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(port, host, () => resolve());
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
   });
+  // An error after listening (a failed accept: out of file descriptors) is logged, not
+  // thrown: without a listener it would end the process.
+  server.on("error", (e) => log.log("warn", "metrics listener error", describeError(e)));
   return {
     port: (server.address() as AddressInfo).port,
     close: () =>

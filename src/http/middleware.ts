@@ -26,6 +26,8 @@ const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
 export function requestContext(log: Logger, clientAddress: ClientAddress) {
   return async function requestContextMiddleware(ctx: Context, next: Next): Promise<void> {
     const started = process.hrtime.bigint();
+    // Read now: a socket destroyed before the log line (a client gone) has no address.
+    const address = clientAddress(ctx.req);
     const requestId = requestIdFrom(ctx.get("x-request-id"));
     ctx.state.requestId = requestId;
     ctx.set("X-Request-ID", requestId);
@@ -53,7 +55,7 @@ export function requestContext(log: Logger, clientAddress: ClientAddress) {
         route,
         status: ctx.status,
         started,
-        clientAddress: clientAddress(ctx.req),
+        clientAddress: address,
         credentialId: ctx.state.credentialId as string | undefined,
       });
     }

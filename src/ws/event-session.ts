@@ -220,7 +220,8 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
   private async ping(f: EventsPing): Promise<void> {
     let enabled: boolean;
     let backlog: number;
-    const now = Date.now();
+    // A monotonic clock: a wall clock stepped back would keep the window from ending.
+    const now = performance.now();
     if (now - this.pingWindow.start >= 1000) this.pingWindow = { start: now, checks: 0 };
     const recent = this.lastPingCheck;
     if (recent && this.pingWindow.checks >= PING_CHECKS_PER_SECOND) {

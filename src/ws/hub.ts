@@ -125,7 +125,9 @@ export class EventHub {
     // The request id of every answer below, the 101 included: the caller's, as over HTTP.
     const offered = req.headers["x-request-id"];
     const requestId = requestIdFrom(typeof offered === "string" ? offered : undefined);
-    // Logged and counted like any HTTP request (Koa never sees an upgrade).
+    // Logged and counted like any HTTP request (Koa never sees an upgrade). The address is
+    // read now: a socket destroyed before the log line has none.
+    const clientAddress = this.deps.clientAddress(req);
     let credentialId: string | undefined;
     const record = (status: number) =>
       recordRequest(this.deps.log, {
@@ -134,7 +136,7 @@ export class EventHub {
         route: "connectEvents",
         status,
         started,
-        clientAddress: this.deps.clientAddress(req),
+        clientAddress,
         credentialId,
       });
     const refuse = (code: ErrorCode, headers: Record<string, string> = {}, message?: string) => {

@@ -135,3 +135,68 @@ describe("the database pool's wait, bounded", function () {
     assert.deepEqual(keys, []);
   });
 });
+
+describe("lock waits and statements within the request deadline", function () {
+  this.timeout(60000);
+  let db: TestDatabase;
+  let node: OrbitNode;
+
+  before(async () => {
+    db = await freshDatabase("lock_limits");
+    node = await startNode(db.url, { ORBIT_REQUEST_TIMEOUT_MS: "2000" });
+  });
+  after(() => node?.stop());
+
+  it("ends a lock wait of a request that outlived its deadline instead of holding the connection for InnoDB's 50 s", async () => {
+    const boot = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
+    const submitted = await request(node.url, {
+      method: "POST",
+      path: "/v1/tasks",
+      token: boot.token,
+      headers: [["Idempotency-Key", "locked"]],
+      body: JSON.stringify({ queue_id: boot.queues[0]!.id, input: {} }),
+    });
+    assert.equal(submitted.status, 201);
+    const taskId = submitted.json.data.task.id as string;
+    const holder = await db.connect();
+    const watcher = await db.connect();
+    try {
+      const [[held]] = (await holder.query("SELECT CONNECTION_ID() AS id")) as unknown as [{ id: number }[]];
+      await holder.query("START TRANSACTION");
+      await holder.query("SELECT id FROM tasks WHERE id = ? FOR UPDATE", [taskId]);
+      /** Statements of the node running now (the holder idles in its transaction). */
+      const running = async (): Promise<number> => {
+        const [rows] = (await watcher.query(
+          "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND ID NOT IN (CONNECTION_ID(), ?)",
+          [db.name, held!.id],
+        )) as unknown as [{ n: number }[]];
+        return Number(rows[0]!.n);
+      };
+      const cancel = request(node.url, {
+        method: "POST",
+        path: `/v1/tasks/${taskId}:cancel`,
+        token: boot.token,
+        headers: [["Idempotency-Key", "cancel-locked"]],
+        body: JSON.stringify({ expected_revision: "1", reason: "locked" }),
+      });
+      for (const end = Date.now() + 2000; (await running()) === 0;) {
+        assert.ok(Date.now() < end, "the cancel never waited for the row");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const answered = await cancel;
+      assert.equal(answered.status, 503, answered.text);
+      // The node's statement waiting for the row ends within its lock wait limit (the
+      // deadline, 2 s), not InnoDB's 50 s, while the lock is still held.
+      for (const end = Date.now() + 6000; (await running()) > 0;) {
+        assert.ok(Date.now() < end, "the node's statement still waits for the lock");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await holder.query("ROLLBACK");
+      const task = await db.query("SELECT state FROM tasks WHERE id = ?", [taskId]);
+      assert.equal(task[0].state, "QUEUED");
+    } finally {
+      await holder.end();
+      await watcher.end();
+    }
+  });
+});

@@ -43,12 +43,18 @@ describe("the database refuses writes for a while (read_only)", function () {
   });
 
   const submit = (key: string) => api.post("/v1/tasks", { queue_id: cred.queues[0]!.id, input: { key } }, key);
+  /** The server's ids of the node's open connections. */
+  const connectionIds = async (): Promise<number[]> =>
+    (
+      (await admin.query("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", [user]))[0] as { ID: number }[]
+    ).map((r) => Number(r.ID));
 
   it("answers 503 while writes are refused, then serves again, with nothing half-written", async () => {
     assert.equal((await submit("before")).status, 201);
     const claimed = await api.post("/v1/worker/claim", { queue_id: cred.queues[0]!.id }, null);
     assert.equal(claimed.status, 200, claimed.text);
 
+    const before = await connectionIds();
     await setReadOnly(true);
     try {
       // Every pool connection meets the refusal: more writes than the pool has connections.
@@ -76,7 +82,13 @@ describe("the database refuses writes for a while (read_only)", function () {
     const [running] = await db.query("SELECT state FROM tasks WHERE id = ?", [claimed.json.data.task.id]);
     assert.equal(running.state, "RUNNING");
 
-    // Full service again, at once: the refused connections were dropped, not reused.
+    // The connections that met the refusal were dropped, not given back to the pool.
+    const after = await connectionIds();
+    assert.ok(
+      before.some((id) => !after.includes(id)),
+      `every connection of the node is still the same: ${before.join(",")} / ${after.join(",")}`,
+    );
+    // Full service again, at once.
     for (let i = 0; i < 12; i++) {
       const res = await submit(`during-${i}`);
       assert.equal(res.status, 201, res.text);

@@ -11,6 +11,7 @@ export interface IdempotencyKeyRef {
 
 export interface IdempotencyRow {
   request_digest: Buffer;
+  meaning_digest: Buffer | null;
   response_status: number | null;
   response_data: string | null;
 }
@@ -19,11 +20,16 @@ export interface IdempotencyRow {
  * Takes a key and the request digest; inserts the key's row, or — when the key exists —
  * returns false. A concurrent holder of the same key makes this wait for its commit.
  */
-export async function claimKey(tx: Tx, ref: IdempotencyKeyRef, digest: Buffer): Promise<boolean> {
+export async function claimKey(
+  tx: Tx,
+  ref: IdempotencyKeyRef,
+  digest: Buffer,
+  meaningDigest: Buffer | null = null,
+): Promise<boolean> {
   const [res] = await tx.query<ResultSetHeader>(
-    `INSERT IGNORE INTO idempotency_keys (credential_id, operation, idem_key, request_digest, created_at)
-     VALUES (?, ?, ?, ?, UTC_TIMESTAMP(3))`,
-    [ref.credentialId, ref.operation, ref.key, digest],
+    `INSERT IGNORE INTO idempotency_keys (credential_id, operation, idem_key, request_digest, meaning_digest, created_at)
+     VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(3))`,
+    [ref.credentialId, ref.operation, ref.key, digest, meaningDigest],
   );
   return res.affectedRows === 1;
 }
@@ -55,7 +61,7 @@ export function keyWithReceiptStatement(
  */
 export async function selectKey(tx: Tx, ref: IdempotencyKeyRef): Promise<IdempotencyRow | undefined> {
   const [rows] = await tx.query<(IdempotencyRow & RowDataPacket)[]>(
-    `SELECT request_digest, response_status, response_data FROM idempotency_keys
+    `SELECT request_digest, meaning_digest, response_status, response_data FROM idempotency_keys
       WHERE credential_id = ? AND operation = ? AND idem_key = ?
       LOCK IN SHARE MODE`,
     [ref.credentialId, ref.operation, ref.key],
