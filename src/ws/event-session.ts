@@ -5,7 +5,8 @@
 // (flow.ts), what the session may hold (seat.ts), its row in the database
 // (session-record.ts), its deadlines (session-timers.ts), and the claims (claims.ts).
 import type WebSocket from "ws";
-import { heartbeatIntervalMs, PING_CHECKS_PER_SECOND } from "../config/limits.js";
+import { heartbeatIntervalMs } from "../config/limits.js";
+import { PingChecks } from "./ping-checks.js";
 import type { Pool } from "../db/types.js";
 import { isUnavailableError } from "../db/tx.js";
 import type { AckOutcome } from "../domain/delivery-acks.js";
@@ -69,10 +70,7 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
   private readonly timers: SessionTimers;
   /** The write timeout cut the socket. */
   private terminated = false;
-  /** The last ping's check of the credential and subscription. */
-  private lastPingCheck: { readonly enabled: boolean; readonly backlog: number } | undefined;
-  /** When the current second of ping checks began, and the checks made in it. */
-  private pingWindow = { start: 0, checks: 0 };
+  private readonly pingChecks = new PingChecks();
 
   constructor(
     private readonly ws: WebSocket,
@@ -214,30 +212,21 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
 
   /**
    * The reply re-checks the credential and the subscription's scope (docs/protocol.md §7),
-   * up to PING_CHECKS_PER_SECOND times a second: a ping beyond them is answered from the
-   * last check, so pinging without pause costs a bounded amount of database work.
+   * as often as PingChecks allows; beyond, it is answered from the last check.
    */
   private async ping(f: EventsPing): Promise<void> {
-    let enabled: boolean;
-    let backlog: number;
-    // A monotonic clock: a wall clock stepped back would keep the window from ending.
-    const now = performance.now();
-    if (now - this.pingWindow.start >= 1000) this.pingWindow = { start: now, checks: 0 };
-    const recent = this.lastPingCheck;
-    if (recent && this.pingWindow.checks >= PING_CHECKS_PER_SECOND) {
-      ({ enabled, backlog } = recent);
-    } else {
-      this.pingWindow.checks++;
+    let check = this.pingChecks.recent();
+    if (!check) {
       try {
         const sub = await consumableSubscription(this.deps.pool, this.authorization, this.subscriptionId);
-        enabled = Boolean(sub.enabled);
-        backlog = sub.pending_count;
+        check = { enabled: Boolean(sub.enabled), backlog: sub.pending_count };
       } catch (e) {
         if (e instanceof OrbitError) return this.closeWithError(e.code, e.message, f.message_id);
         return this.dbFailure(e, f.message_id);
       }
-      this.lastPingCheck = { enabled, backlog };
+      this.pingChecks.checked(check);
     }
+    const { enabled, backlog } = check;
     this.send(ackFrame(f.message_id, this.sessionId, { server_time: formatTimestamp(new Date()), enabled }));
     // The ping reply is how a session hears of a resume or a `:retry` served by another
     // node (there is no cross-node signal): claim when the subscription was paused here,
