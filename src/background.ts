@@ -6,12 +6,16 @@
 //     not number (it died);
 //   - every 15 s (ORBIT_METRICS_REFRESH_MS), and once at start: read the database gauges
 //     of /metrics, so that a scrape costs no query (domain/usage-metrics.ts);
-//   - every 60 s, when ORBIT_RETENTION is set: purge events older than it.
+//   - every 60 s, when ORBIT_RETENTION is set: purge events older than it;
+//   - every 60 s, and once at start: delete receipts, audit records and closed sessions
+//     past their retention, in small batches (domain/housekeeping.ts).
 import type { Pool } from "./db/types.js";
 import { selectNamespaceIds } from "./db/queries/result-log.js";
 import { purgeOlderThan } from "./domain/result-log.js";
 import { afterCommit, type NodeServices } from "./domain/services.js";
 import { expireDue } from "./domain/worker.js";
+import { sweepExpired } from "./domain/housekeeping.js";
+import type { HousekeepingRetention } from "./config/index.js";
 import { describeError, type Logger } from "./log/index.js";
 import { refreshDatabaseGauges } from "./domain/usage-metrics.js";
 import { refreshStarted } from "./metrics.js";
@@ -26,6 +30,7 @@ export interface Background {
 export interface BackgroundSettings {
   readonly sequencerSweepMs: number;
   readonly retentionMs: number | undefined;
+  readonly housekeeping: HousekeepingRetention;
   readonly metricsRefreshMs: number;
 }
 
@@ -77,6 +82,15 @@ export function startBackground(
       for (const ns of await selectNamespaceIds(pool)) await purgeOlderThan(pool, ns, retentionMs);
     });
   }
+  every(
+    RETENTION_SWEEP_MS,
+    "housekeeping",
+    async () => {
+      const deleted = await sweepExpired(pool, settings.housekeeping);
+      if (deleted.receipts + deleted.audits + deleted.sessions > 0) log.log("info", "housekeeping", { ...deleted });
+    },
+    true,
+  );
   return {
     async stop() {
       for (const t of timers) clearInterval(t);

@@ -28,6 +28,8 @@ export interface Config {
   readonly sequencerSweepMs: number;
   /** Optional age-based retention of the result log, in ms; undefined keeps everything. */
   readonly retentionMs: number | undefined;
+  /** Ages past which receipts, audit records and closed sessions are deleted (housekeeping.ts). */
+  readonly housekeeping: HousekeepingRetention;
   /** A listener of its own for GET /metrics (edge/metrics-listener.ts); undefined: the main port serves it. */
   readonly metricsPort: number | undefined;
   readonly metricsHost: string;
@@ -53,10 +55,10 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
 }
 
 /** ORBIT_RETENTION: a duration such as "30d", "12h", "90m" or "3600s". */
-export function parseRetention(raw: string | undefined): number | undefined {
+export function parseRetention(raw: string | undefined, name = "ORBIT_RETENTION"): number | undefined {
   if (raw === undefined || raw === "") return undefined;
   const m = /^([1-9][0-9]{0,6})(s|m|h|d)$/.exec(raw);
-  if (!m) throw new ConfigError(`ORBIT_RETENTION must look like 30d, 12h, 90m or 3600s, got "${raw}"`);
+  if (!m) throw new ConfigError(`${name} must look like 30d, 12h, 90m or 3600s, got "${raw}"`);
   const unit = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as "s" | "m" | "h" | "d"];
   return Number(m[1]) * unit;
 }
@@ -99,6 +101,16 @@ function metricsPort(env: Env, port: number): number | undefined {
   return n;
 }
 
+/** Ages past which a node's sweep deletes receipts, audit records and closed sessions. */
+export interface HousekeepingRetention {
+  /** Idempotency keys with their receipts (ORBIT_RECEIPT_RETENTION). */
+  readonly receiptMs: number;
+  /** Audit records (ORBIT_AUDIT_RETENTION). */
+  readonly auditMs: number;
+  /** Closed event sessions (ORBIT_SESSION_RETENTION). */
+  readonly sessionMs: number;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = env.ORBIT_DATABASE_URL || DEFAULT_DATABASE_URL;
   if (!/^mysql:\/\//.test(databaseUrl)) throw new ConfigError("ORBIT_DATABASE_URL must start with mysql://");
@@ -124,6 +136,11 @@ export function loadConfig(env: Env = process.env): Config {
     dbPoolSize: int(env, "ORBIT_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, 1, 64),
     sequencerSweepMs: int(env, "ORBIT_SEQUENCER_SWEEP_MS", SEQUENCER_SWEEP_MS, 100, 3_600_000),
     retentionMs: parseRetention(env.ORBIT_RETENTION),
+    housekeeping: Object.freeze({
+      receiptMs: parseRetention(env.ORBIT_RECEIPT_RETENTION || "7d", "ORBIT_RECEIPT_RETENTION")!,
+      auditMs: parseRetention(env.ORBIT_AUDIT_RETENTION || "365d", "ORBIT_AUDIT_RETENTION")!,
+      sessionMs: parseRetention(env.ORBIT_SESSION_RETENTION || "7d", "ORBIT_SESSION_RETENTION")!,
+    }),
     metricsPort: metricsPort(env, port),
     metricsHost: env.ORBIT_METRICS_HOST || host,
     metricsRefreshMs: int(env, "ORBIT_METRICS_REFRESH_MS", METRICS_REFRESH_MS, 100, 3_600_000),

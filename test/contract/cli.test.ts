@@ -246,13 +246,15 @@ describe("orbit CLI", () => {
           ? (UNSET_SAMPLES[name] ?? "12h")
           : /^[0-9]+$/.test(stated)
             ? String(Number(stated) + 1)
-            : name === "ORBIT_HOST"
-              ? "127.0.0.2"
-              : name === "ORBIT_DATABASE_SOCKET"
-                ? "off"
-                : name === "ORBIT_LOG_LEVEL"
-                  ? "debug"
-                  : `${stated}_other`;
+            : /^[0-9]+[smhd]$/.test(stated)
+              ? `${parseInt(stated, 10) + 1}${stated.slice(-1)}`
+              : name === "ORBIT_HOST"
+                ? "127.0.0.2"
+                : name === "ORBIT_DATABASE_SOCKET"
+                  ? "off"
+                  : name === "ORBIT_LOG_LEVEL"
+                    ? "debug"
+                    : `${stated}_other`;
       if (stated !== undefined)
         assert.deepEqual(loadConfig({ [name]: stated }), base, `${name}=${stated} is not the default`);
       assert.notDeepEqual(loadConfig({ [name]: other }), base, `${name} is not read`);
