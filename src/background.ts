@@ -7,8 +7,8 @@
 //   - every 15 s (ORBIT_METRICS_REFRESH_MS), and once at start: read the database gauges
 //     of /metrics, so that a scrape costs no query (domain/usage-metrics.ts);
 //   - every 60 s, when ORBIT_RETENTION is set: purge events older than it;
-//   - every 60 s, and once at start: delete receipts, audit records and closed sessions
-//     past their retention, in small batches (domain/housekeeping.ts).
+//   - every 60 s, and once at start: delete receipts, audit records, closed sessions and
+//     finished tasks past their retention, in small batches (domain/housekeeping.ts).
 import type { Pool } from "./db/types.js";
 import { selectNamespaceIds } from "./db/queries/result-log.js";
 import { purgeOlderThan } from "./domain/result-log.js";
@@ -87,7 +87,8 @@ export function startBackground(
     "housekeeping",
     async () => {
       const deleted = await sweepExpired(pool, settings.housekeeping);
-      if (deleted.receipts + deleted.audits + deleted.sessions > 0) log.log("info", "housekeeping", { ...deleted });
+      if (deleted.receipts + deleted.audits + deleted.sessions + deleted.tasks > 0)
+        log.log("info", "housekeeping", { ...deleted });
     },
     true,
   );

@@ -101,7 +101,7 @@ function metricsPort(env: Env, port: number): number | undefined {
   return n;
 }
 
-/** Ages past which a node's sweep deletes receipts, audit records and closed sessions. */
+/** Ages past which a node's sweep deletes receipts, audit records, closed sessions and finished tasks. */
 export interface HousekeepingRetention {
   /** Idempotency keys with their receipts (ORBIT_RECEIPT_RETENTION). */
   readonly receiptMs: number;
@@ -109,6 +109,8 @@ export interface HousekeepingRetention {
   readonly auditMs: number;
   /** Closed event sessions (ORBIT_SESSION_RETENTION). */
   readonly sessionMs: number;
+  /** Finished tasks with their attempts (ORBIT_TASK_RETENTION). */
+  readonly taskMs: number;
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -140,6 +142,7 @@ export function loadConfig(env: Env = process.env): Config {
       receiptMs: parseRetention(env.ORBIT_RECEIPT_RETENTION || "7d", "ORBIT_RECEIPT_RETENTION")!,
       auditMs: parseRetention(env.ORBIT_AUDIT_RETENTION || "365d", "ORBIT_AUDIT_RETENTION")!,
       sessionMs: parseRetention(env.ORBIT_SESSION_RETENTION || "7d", "ORBIT_SESSION_RETENTION")!,
+      taskMs: parseRetention(env.ORBIT_TASK_RETENTION || "30d", "ORBIT_TASK_RETENTION")!,
     }),
     metricsPort: metricsPort(env, port),
     metricsHost: env.ORBIT_METRICS_HOST || host,

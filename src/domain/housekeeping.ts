@@ -1,10 +1,17 @@
-// Bounded storage (docs/operations.md, Retention): idempotency receipts, audit records and
-// closed event sessions are deleted once older than their retention, by every node's
-// background sweep, in small batches. Deleting the same rows from several nodes at once is
+// Bounded storage (docs/operations.md, Retention): idempotency receipts, audit records,
+// closed event sessions and finished tasks with their attempts are deleted once older than
+// their retention, by every node's background sweep, in small batches. Deleting the same rows from several nodes at once is
 // harmless: each batch deletes what is still there.
 import type { HousekeepingRetention } from "../config/index.js";
 import type { Pool } from "../db/types.js";
-import { deleteAuditBefore, deleteClosedSessionsBefore, deleteReceiptsBefore } from "../db/queries/housekeeping.js";
+import {
+  deleteAuditBefore,
+  deleteClosedSessionsBefore,
+  deleteReceiptsBefore,
+  deleteTasks,
+  selectExpiredTasks,
+} from "../db/queries/housekeeping.js";
+import { withTransaction } from "../db/tx.js";
 import { rowIdPrefix } from "../wire/ids.js";
 
 /** Rows per DELETE: short statements that hold few locks. */
@@ -16,6 +23,7 @@ export interface HousekeepingResult {
   readonly receipts: number;
   readonly audits: number;
   readonly sessions: number;
+  readonly tasks: number;
 }
 
 /** The smallest row id of time `ms`: every id made before it sorts below. */
@@ -41,5 +49,11 @@ export async function sweepExpired(
   const sessions = await inBatches(() =>
     deleteClosedSessionsBefore(pool, idAt(now - r.sessionMs), new Date(now - r.sessionMs), HOUSEKEEPING_BATCH),
   );
-  return { receipts, audits, sessions };
+  const tasks = await inBatches(() =>
+    withTransaction(pool, async (tx) => {
+      const ids = await selectExpiredTasks(tx, idAt(now - r.taskMs), new Date(now - r.taskMs), HOUSEKEEPING_BATCH);
+      return ids.length === 0 ? 0 : deleteTasks(tx, ids);
+    }),
+  );
+  return { receipts, audits, sessions, tasks };
 }

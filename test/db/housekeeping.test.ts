@@ -6,7 +6,8 @@ import { randomBytes } from "node:crypto";
 import { createPool, type Pool } from "../../src/db/pool.js";
 import { HOUSEKEEPING_BATCH, sweepExpired } from "../../src/domain/housekeeping.js";
 import { newRowId } from "../../src/wire/ids.js";
-import { client } from "../helpers/api.js";
+import { client, waitSequenced } from "../helpers/api.js";
+import { connect } from "../helpers/ws.js";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, runCli, startNode } from "../helpers/orbit.js";
 
@@ -61,13 +62,13 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
     await session(8 * DAY, false); // still open: kept however old
     await session(1 * DAY, true); // closed, young: kept
 
-    const retention = { receiptMs: 7 * DAY, auditMs: 365 * DAY, sessionMs: 7 * DAY };
-    assert.deepEqual(await sweepExpired(pool, retention, now), { receipts: old, audits: 4, sessions: 3 });
+    const retention = { receiptMs: 7 * DAY, auditMs: 365 * DAY, sessionMs: 7 * DAY, taskMs: 30 * DAY };
+    assert.deepEqual(await sweepExpired(pool, retention, now), { receipts: old, audits: 4, sessions: 3, tasks: 0 });
     assert.equal(await count("idempotency_keys"), 3);
     assert.equal(await count("audit_records"), 2);
     assert.equal(await count("event_sessions"), 2);
     // A second sweep finds nothing more.
-    assert.deepEqual(await sweepExpired(pool, retention, now), { receipts: 0, audits: 0, sessions: 0 });
+    assert.deepEqual(await sweepExpired(pool, retention, now), { receipts: 0, audits: 0, sessions: 0, tasks: 0 });
   });
 
   it("keeps a closed session that a LEASED delivery still names", async () => {
@@ -89,7 +90,11 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
     } finally {
       await c.end();
     }
-    const r = await sweepExpired(pool, { receiptMs: 7 * DAY, auditMs: 365 * DAY, sessionMs: 7 * DAY }, now);
+    const r = await sweepExpired(
+      pool,
+      { receiptMs: 7 * DAY, auditMs: 365 * DAY, sessionMs: 7 * DAY, taskMs: 30 * DAY },
+      now,
+    );
     assert.equal(r.sessions, 1);
     const left = (await db.query("SELECT id FROM event_sessions")).map((s: { id: string }) => s.id);
     assert.deepEqual(left, [holding]);
@@ -116,6 +121,62 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
       const boot = await bootstrap(db.url, { namespace: "ns", application: "app", queues: ["q"] });
       const res = await client(node.url, boot.token).post("/v1/tasks", { queue_id: boot.queues[0]!.id, input: 1 });
       assert.equal(res.status, 201);
+    } finally {
+      await node.stop();
+    }
+  });
+
+  it("deletes a finished task and its attempts only once nothing needs it", async () => {
+    const node = await startNode(db.url);
+    const boot = await bootstrap(db.url, { namespace: "tasks", application: "app", queues: ["q"], eventAccess: true });
+    const api = client(node.url, boot.token);
+    const q = boot.queues[0]!.id;
+    const run = async (input: string): Promise<string> => {
+      const t = (await api.post("/v1/tasks", { queue_id: q, input })).json.data.task.id as string;
+      const claim = await api.post("/v1/worker/claim", { queue_id: q }, null);
+      assert.equal(claim.json.data.task.id, t);
+      const done = await api.post(
+        `/v1/worker/attempts/${claim.json.data.attempt_id}:complete`,
+        { outcome: "succeeded" },
+        null,
+      );
+      assert.equal(done.status, 200, done.text);
+      return t;
+    };
+    try {
+      const sub = (await api.post("/v1/subscriptions", { name: "results", queue_id: q })).json.data.subscription.id;
+      const s = await connect(node.url, { token: boot.token });
+      await s.hello(sub, 1);
+      const acked = await run("acked"); // delivered and ACKed: nothing needs it
+      assert.equal((await s.ack(await s.nextOfType("event.deliver"))).type, "ack");
+      const leased = await run("leased"); // delivered, not ACKed: its consumer may read it
+      await s.nextOfType("event.deliver");
+      s.close();
+      await s.closed;
+      await new Promise((r) => setTimeout(r, 500)); // no consumer: what finishes now is not materialised
+      const owed = await run("owed"); // its subscription is behind its event
+      const queued = (await api.post("/v1/tasks", { queue_id: q, input: "queued" })).json.data.task.id; // not finished
+      await waitSequenced(db, boot.namespace_id);
+
+      // 40 days on, with a 30-day retention.
+      const later = Date.now() + 40 * DAY;
+      const r = await sweepExpired(
+        pool,
+        { receiptMs: 7 * DAY, auditMs: 365 * DAY, sessionMs: 7 * DAY, taskMs: 30 * DAY },
+        later,
+      );
+      assert.equal(r.tasks, 1);
+      const left = (await db.query("SELECT id FROM tasks WHERE namespace_id = ?", [boot.namespace_id])).map(
+        (t: { id: string }) => t.id,
+      );
+      assert.deepEqual(left.sort(), [leased, queued, owed].sort());
+      assert.deepEqual(await db.query("SELECT id FROM task_attempts WHERE task_id = ?", [acked]), []);
+      assert.equal((await api.get(`/v1/tasks/${acked}`)).status, 404);
+      // Its result event stays in the log, with its snapshot.
+      assert.equal(
+        Number((await db.query("SELECT COUNT(*) AS n FROM result_events WHERE aggregate_id = ?", [acked]))[0].n),
+        1,
+      );
     } finally {
       await node.stop();
     }

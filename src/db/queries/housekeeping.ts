@@ -1,8 +1,8 @@
 // SQL of the housekeeping sweep (domain/housekeeping.ts): each statement deletes at most
 // `limit` of the oldest rows past their retention, in its own autocommit, through an index
 // range (time-first ids, or idempotency_keys_created).
-import type { ResultSetHeader } from "mysql2/promise";
-import type { Pool } from "../types.js";
+import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
+import type { Pool, Tx } from "../types.js";
 
 /** Idempotency keys and their receipts created before `cutoff`. */
 export async function deleteReceiptsBefore(pool: Pool, cutoff: Date, limit: number): Promise<number> {
@@ -41,5 +41,37 @@ export async function deleteClosedSessionsBefore(
       ORDER BY id LIMIT ?`,
     [cutoffId, cutoff, limit],
   );
+  return res.affectedRows;
+}
+
+/** A task's final states: nothing changes it once in one. */
+const FINISHED = "('SUCCEEDED', 'FAILED', 'CANCELLED')";
+
+/**
+ * Finished tasks created before the time of `cutoffId` and last changed before `cutoff`
+ * that nothing still needs: each of their result events is numbered, no subscription of
+ * their queue is still behind one of them (it would deliver it), and every delivery of
+ * them is ACKED (a consumer may read the task while it handles its result). Locked, in id
+ * order, for the deletes that follow in the same transaction.
+ */
+export async function selectExpiredTasks(tx: Tx, cutoffId: string, cutoff: Date, limit: number): Promise<string[]> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    `SELECT t.id FROM tasks t
+      WHERE t.id < ? AND t.state IN ${FINISHED} AND t.updated_at < ?
+        AND NOT EXISTS (SELECT 1 FROM result_events r WHERE r.aggregate_id = t.id AND r.sequence IS NULL)
+        AND NOT EXISTS (SELECT 1 FROM result_events r JOIN subscriptions s ON s.queue_id = r.queue_id
+                         WHERE r.aggregate_id = t.id AND s.cursor_sequence < r.sequence)
+        AND NOT EXISTS (SELECT 1 FROM result_events r JOIN deliveries d ON d.event_id = r.id
+                         WHERE r.aggregate_id = t.id AND d.state <> 'ACKED')
+      ORDER BY t.id LIMIT ? FOR UPDATE SKIP LOCKED`,
+    [cutoffId, cutoff, limit],
+  );
+  return rows.map((r) => r.id as string);
+}
+
+/** The tasks and their attempts (attempts first: they reference their task). */
+export async function deleteTasks(tx: Tx, ids: readonly string[]): Promise<number> {
+  await tx.query("DELETE FROM task_attempts WHERE task_id IN (?)", [ids]);
+  const [res] = await tx.query<ResultSetHeader>(`DELETE FROM tasks WHERE id IN (?) AND state IN ${FINISHED}`, [ids]);
   return res.affectedRows;
 }
