@@ -54,6 +54,8 @@ export interface SessionDeps {
   readonly recheckMs: number;
   onBound(s: EventSession): void;
   onClosed(s: EventSession): void;
+  /** This session's client ACKed a delivery (not a replay): another session may have sent it. */
+  onAcked(s: EventSession, deliveryId: string): void;
 }
 
 type State = "awaiting-hello" | "binding" | "bound" | "closed";
@@ -295,6 +297,12 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
       }),
     );
     if (this.seat.acked(outcome.deliveryId, outcome.deduplicated)) this.requestClaim();
+    if (!outcome.deduplicated) this.deps.onAcked(this, outcome.deliveryId);
+  }
+
+  /** A delivery was ACKed on another connection of this node: free its slot if it was ours. */
+  ackedElsewhere(deliveryId: string): void {
+    if (this.seat.ackedElsewhere(deliveryId)) this.requestClaim();
   }
 
   /**

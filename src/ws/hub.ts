@@ -196,6 +196,10 @@ export class EventHub {
           // session's queries rare.
           recheckMs: Math.min(30_000, Math.max(100, this.deps.leaseDurationMs)),
           onBound: () => undefined,
+          onAcked: (by, deliveryId) => {
+            for (const c of this.connections)
+              if (c !== by && c.subscriptionId === by.subscriptionId) c.ackedElsewhere(deliveryId);
+          },
           onClosed: (c) => {
             this.connections.delete(c);
             // Shutdown waits for this close to be recorded too (the pool ends after it).

@@ -124,4 +124,15 @@ export class Seat {
     this.held = Math.max(0, this.held - 1);
     return this.capacity - this.held >= Math.min(REFILL_BATCH, Math.ceil(this.capacity / 2));
   }
+
+  /**
+   * Another connection of this node ACKed a delivery (a client may ACK with any of its
+   * connections): when this session sent it, its slot is free now, not at lease_until.
+   * Returns whether it was this session's.
+   */
+  ackedElsewhere(deliveryId: string): boolean {
+    if (!this.outstanding.delete(deliveryId)) return false;
+    this.held = Math.max(0, this.held - 1);
+    return true;
+  }
 }
