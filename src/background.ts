@@ -1,5 +1,5 @@
 // The node's periodic work. Each job is cheap when there is nothing to do (one indexed
-// query), so an idle node costs about 1.3 queries/s for all of them together:
+// query), so an idle node costs about 1.4 queries/s for all of them together:
 //   - every 1 s: recover worker attempts whose lease ran out (any node may; SKIP LOCKED
 //     keeps them from stepping on each other);
 //   - every 5 s (ORBIT_SEQUENCER_SWEEP_MS): number events that a node committed but could
@@ -14,7 +14,7 @@ import { selectNamespaceIds } from "./db/queries/result-log.js";
 import { purgeOlderThan } from "./domain/result-log.js";
 import { afterCommit, type NodeServices } from "./domain/services.js";
 import { expireDue } from "./domain/worker.js";
-import { sweepExpired } from "./domain/housekeeping.js";
+import { sweepExpired, type HousekeepingCursor } from "./domain/housekeeping.js";
 import type { HousekeepingRetention } from "./config/index.js";
 import { describeError, type Logger } from "./log/index.js";
 import { refreshDatabaseGauges } from "./domain/usage-metrics.js";
@@ -82,11 +82,13 @@ export function startBackground(
       for (const ns of await selectNamespaceIds(pool)) await purgeOlderThan(pool, ns, retentionMs);
     });
   }
+  const housekeeping: HousekeepingCursor = { taskAfter: "" };
   every(
     RETENTION_SWEEP_MS,
     "housekeeping",
     async () => {
-      const deleted = await sweepExpired(pool, settings.housekeeping);
+      const { failed, ...deleted } = await sweepExpired(pool, settings.housekeeping, Date.now(), housekeeping);
+      if (failed.length > 0) log.log("warn", "housekeeping failed", { kinds: failed.join(",") });
       if (deleted.receipts + deleted.audits + deleted.sessions + deleted.tasks > 0)
         log.log("info", "housekeeping", { ...deleted });
     },

@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import type { Tx } from "../db/types.js";
 import { claimKey, selectKey, storeReceipt, type IdempotencyKeyRef } from "../db/queries/idempotency.js";
-import { OrbitError } from "../wire/errors.js";
+import { OrbitError, unavailable } from "../wire/errors.js";
 
 export interface IdempotentWrite {
   readonly ref: IdempotencyKeyRef;
@@ -53,7 +53,10 @@ export async function idempotent<D>(
 /** The stored receipt of a key taken already: a replay's answer, or 409 for other content. */
 export async function replay<D>(tx: Tx, ref: IdempotencyKeyRef, digest: Buffer, meaning?: Buffer): Promise<Receipt<D>> {
   const row = await selectKey(tx, ref);
-  if (!row || row.response_data === null) throw new Error("idempotency key without a receipt");
+  // Gone between its taking and this read: expired by the housekeeping sweep. Retrying
+  // finds no key and does the write as new.
+  if (!row) throw unavailable();
+  if (row.response_data === null) throw new Error("idempotency key without a receipt");
   const sameContent = Buffer.from(row.request_digest).equals(digest);
   const sameMeaning =
     meaning !== undefined && row.meaning_digest !== null && Buffer.from(row.meaning_digest).equals(meaning);

@@ -121,8 +121,7 @@ export class Seat {
   acked(deliveryId: string, deduplicated: boolean): boolean {
     this.outstanding.delete(deliveryId);
     if (deduplicated) return false;
-    this.held = Math.max(0, this.held - 1);
-    return this.capacity - this.held >= Math.min(REFILL_BATCH, Math.ceil(this.capacity / 2));
+    return this.freed();
   }
 
   /**
@@ -131,8 +130,16 @@ export class Seat {
    * Returns whether it was this session's.
    */
   ackedElsewhere(deliveryId: string): boolean {
-    if (!this.outstanding.delete(deliveryId)) return false;
+    const until = this.outstanding.get(deliveryId);
+    this.outstanding.delete(deliveryId);
+    // A lease that ran out is no longer in the held count the claims read.
+    if (until === undefined || until <= Date.now()) return false;
+    return this.freed();
+  }
+
+  /** One held delivery fewer: whether a claim is worth asking for now (refills come in batches). */
+  private freed(): boolean {
     this.held = Math.max(0, this.held - 1);
-    return true;
+    return this.capacity - this.held >= Math.min(REFILL_BATCH, Math.ceil(this.capacity / 2));
   }
 }

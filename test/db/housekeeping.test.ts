@@ -63,12 +63,24 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
     await session(1 * DAY, true); // closed, young: kept
 
     const retention = { receiptMs: 7 * DAY, auditMs: 365 * DAY, sessionMs: 7 * DAY, taskMs: 30 * DAY };
-    assert.deepEqual(await sweepExpired(pool, retention, now), { receipts: old, audits: 4, sessions: 3, tasks: 0 });
+    assert.deepEqual(await sweepExpired(pool, retention, now), {
+      receipts: old,
+      audits: 4,
+      sessions: 3,
+      tasks: 0,
+      failed: [],
+    });
     assert.equal(await count("idempotency_keys"), 3);
     assert.equal(await count("audit_records"), 2);
     assert.equal(await count("event_sessions"), 2);
     // A second sweep finds nothing more.
-    assert.deepEqual(await sweepExpired(pool, retention, now), { receipts: 0, audits: 0, sessions: 0, tasks: 0 });
+    assert.deepEqual(await sweepExpired(pool, retention, now), {
+      receipts: 0,
+      audits: 0,
+      sessions: 0,
+      tasks: 0,
+      failed: [],
+    });
   });
 
   it("keeps a closed session that a LEASED delivery still names", async () => {
@@ -149,6 +161,8 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
       await s.hello(sub, 1);
       const acked = await run("acked"); // delivered and ACKed: nothing needs it
       assert.equal((await s.ack(await s.nextOfType("event.deliver"))).type, "ack");
+      const recent = await run("recent"); // as acked, but changed later (below)
+      assert.equal((await s.ack(await s.nextOfType("event.deliver"))).type, "ack");
       const leased = await run("leased"); // delivered, not ACKed: its consumer may read it
       await s.nextOfType("event.deliver");
       s.close();
@@ -158,8 +172,10 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
       const queued = (await api.post("/v1/tasks", { queue_id: q, input: "queued" })).json.data.task.id; // not finished
       await waitSequenced(db, boot.namespace_id);
 
-      // 40 days on, with a 30-day retention.
+      // 40 days on, with a 30-day retention. One more finished and ACKed task was changed
+      // 39 days on (a day before): it stays.
       const later = Date.now() + 40 * DAY;
+      await db.query("UPDATE tasks SET updated_at = updated_at + INTERVAL 39 DAY WHERE id = ?", [recent]);
       const r = await sweepExpired(
         pool,
         { receiptMs: 7 * DAY, auditMs: 365 * DAY, sessionMs: 7 * DAY, taskMs: 30 * DAY },
@@ -169,7 +185,7 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
       const left = (await db.query("SELECT id FROM tasks WHERE namespace_id = ?", [boot.namespace_id])).map(
         (t: { id: string }) => t.id,
       );
-      assert.deepEqual(left.sort(), [leased, queued, owed].sort());
+      assert.deepEqual(left.sort(), [leased, queued, owed, recent].sort());
       assert.deepEqual(await db.query("SELECT id FROM task_attempts WHERE task_id = ?", [acked]), []);
       assert.equal((await api.get(`/v1/tasks/${acked}`)).status, 404);
       // Its result event stays in the log, with its snapshot.
@@ -183,7 +199,12 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
   });
 
   it("refuses a malformed retention at start-up, naming the variable", async () => {
-    for (const name of ["ORBIT_RECEIPT_RETENTION", "ORBIT_AUDIT_RETENTION", "ORBIT_SESSION_RETENTION"]) {
+    for (const name of [
+      "ORBIT_RECEIPT_RETENTION",
+      "ORBIT_AUDIT_RETENTION",
+      "ORBIT_SESSION_RETENTION",
+      "ORBIT_TASK_RETENTION",
+    ]) {
       for (const bad of ["7", "0d", "1w"]) {
         const res = await runCli(["serve"], { ORBIT_DATABASE_URL: db.url, ORBIT_PORT: "0", [name]: bad });
         assert.equal(res.code, 1, `${name}=${bad}: ${res.stdout}${res.stderr}`);

@@ -13,12 +13,15 @@ export async function deleteReceiptsBefore(pool: Pool, cutoff: Date, limit: numb
   return res.affectedRows;
 }
 
-/** Audit records written before the time of `cutoffId` (ids are time-first). */
-export async function deleteAuditBefore(pool: Pool, cutoffId: string, limit: number): Promise<number> {
-  const [res] = await pool.query<ResultSetHeader>("DELETE FROM audit_records WHERE id < ? ORDER BY id LIMIT ?", [
-    cutoffId,
-    limit,
-  ]);
+/**
+ * Audit records written before `cutoff`, read through the id range of that time (ids are
+ * time-first); created_at guards rows whose id predates time-first ids.
+ */
+export async function deleteAuditBefore(pool: Pool, cutoffId: string, cutoff: Date, limit: number): Promise<number> {
+  const [res] = await pool.query<ResultSetHeader>(
+    "DELETE FROM audit_records WHERE id < ? AND created_at < ? ORDER BY id LIMIT ?",
+    [cutoffId, cutoff, limit],
+  );
   return res.affectedRows;
 }
 
@@ -37,7 +40,8 @@ export async function deleteClosedSessionsBefore(
     `DELETE FROM event_sessions
       WHERE id < ? AND closed_at < ?
         AND NOT EXISTS (SELECT 1 FROM deliveries d
-                         WHERE d.session_id = event_sessions.id AND d.state = 'LEASED')
+                         WHERE d.subscription_id = event_sessions.subscription_id
+                           AND d.state = 'LEASED' AND d.session_id = event_sessions.id)
       ORDER BY id LIMIT ?`,
     [cutoffId, cutoff, limit],
   );
@@ -48,23 +52,31 @@ export async function deleteClosedSessionsBefore(
 const FINISHED = "('SUCCEEDED', 'FAILED', 'CANCELLED')";
 
 /**
- * Finished tasks created before the time of `cutoffId` and last changed before `cutoff`
- * that nothing still needs: each of their result events is numbered, no subscription of
- * their queue is still behind one of them (it would deliver it), and every delivery of
- * them is ACKED (a consumer may read the task while it handles its result). Locked, in id
- * order, for the deletes that follow in the same transaction.
+ * Finished tasks with ids after `afterId`, created before the time of `cutoffId` and last
+ * changed before `cutoff`, that nothing still needs: each of their result events is
+ * numbered, no subscription of their queue that takes its type is still behind one of
+ * them (it would deliver it), and every delivery of them is ACKED (a consumer may read the
+ * task while it handles its result). Read in id order along the primary key and locked,
+ * for the deletes that follow in the same transaction.
  */
-export async function selectExpiredTasks(tx: Tx, cutoffId: string, cutoff: Date, limit: number): Promise<string[]> {
+export async function selectExpiredTasks(
+  tx: Tx,
+  afterId: string,
+  cutoffId: string,
+  cutoff: Date,
+  limit: number,
+): Promise<string[]> {
   const [rows] = await tx.query<RowDataPacket[]>(
-    `SELECT t.id FROM tasks t
-      WHERE t.id < ? AND t.state IN ${FINISHED} AND t.updated_at < ?
+    `SELECT t.id FROM tasks t FORCE INDEX (PRIMARY)
+      WHERE t.id > ? AND t.id < ? AND t.state IN ${FINISHED} AND t.updated_at < ?
         AND NOT EXISTS (SELECT 1 FROM result_events r WHERE r.aggregate_id = t.id AND r.sequence IS NULL)
         AND NOT EXISTS (SELECT 1 FROM result_events r JOIN subscriptions s ON s.queue_id = r.queue_id
-                         WHERE r.aggregate_id = t.id AND s.cursor_sequence < r.sequence)
+                         WHERE r.aggregate_id = t.id AND s.cursor_sequence < r.sequence
+                           AND FIND_IN_SET(r.type, s.types) > 0)
         AND NOT EXISTS (SELECT 1 FROM result_events r JOIN deliveries d ON d.event_id = r.id
                          WHERE r.aggregate_id = t.id AND d.state <> 'ACKED')
       ORDER BY t.id LIMIT ? FOR UPDATE SKIP LOCKED`,
-    [cutoffId, cutoff, limit],
+    [afterId, cutoffId, cutoff, limit],
   );
   return rows.map((r) => r.id as string);
 }
