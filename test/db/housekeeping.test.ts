@@ -163,6 +163,10 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
       assert.equal((await s.ack(await s.nextOfType("event.deliver"))).type, "ack");
       const recent = await run("recent"); // as acked, but changed later (below)
       assert.equal((await s.ack(await s.nextOfType("event.deliver"))).type, "ack");
+      const retried = await run("retried"); // as acked, its delivery PENDING again (below)
+      assert.equal((await s.ack(await s.nextOfType("event.deliver"))).type, "ack");
+      const unnumbered = await run("unnumbered"); // as acked, its event not numbered (below)
+      assert.equal((await s.ack(await s.nextOfType("event.deliver"))).type, "ack");
       const leased = await run("leased"); // delivered, not ACKed: its consumer may read it
       await s.nextOfType("event.deliver");
       s.close();
@@ -172,10 +176,17 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
       const queued = (await api.post("/v1/tasks", { queue_id: q, input: "queued" })).json.data.task.id; // not finished
       await waitSequenced(db, boot.namespace_id);
 
-      // 40 days on, with a 30-day retention. One more finished and ACKed task was changed
-      // 39 days on (a day before): it stays.
+      // 40 days on, with a 30-day retention. Three more finished and ACKed tasks stay, each
+      // for one reason set by hand: one changed 39 days on (a day before the cutoff), one
+      // whose delivery is PENDING again (as a manual retry leaves it), one whose event
+      // waits for its number (as a node that died before numbering leaves it).
       const later = Date.now() + 40 * DAY;
       await db.query("UPDATE tasks SET updated_at = updated_at + INTERVAL 39 DAY WHERE id = ?", [recent]);
+      await db.query(
+        "UPDATE deliveries d JOIN result_events r ON r.id = d.event_id SET d.state = 'PENDING', d.lease_until = NULL WHERE r.aggregate_id = ?",
+        [retried],
+      );
+      await db.query("UPDATE result_events SET sequence = NULL WHERE aggregate_id = ?", [unnumbered]);
       const r = await sweepExpired(
         pool,
         { receiptMs: 7 * DAY, auditMs: 365 * DAY, sessionMs: 7 * DAY, taskMs: 30 * DAY },
@@ -185,7 +196,7 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
       const left = (await db.query("SELECT id FROM tasks WHERE namespace_id = ?", [boot.namespace_id])).map(
         (t: { id: string }) => t.id,
       );
-      assert.deepEqual(left.sort(), [leased, queued, owed, recent].sort());
+      assert.deepEqual(left.sort(), [leased, queued, owed, recent, retried, unnumbered].sort());
       assert.deepEqual(await db.query("SELECT id FROM task_attempts WHERE task_id = ?", [acked]), []);
       assert.equal((await api.get(`/v1/tasks/${acked}`)).status, 404);
       // Its result event stays in the log, with its snapshot.
