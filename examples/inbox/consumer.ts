@@ -6,7 +6,8 @@
 // nothing and applies nothing twice. At a stop it saves the proofs whose ACK was not
 // confirmed, and the next run ACKs with them (docs/protocol.md §7).
 //
-// Environment: ORBIT_URL, ORBIT_TOKEN, SUBSCRIPTION_ID, INBOX_DATABASE_URL
+// Environment: ORBIT_URL (one node, or several separated by commas: after a lost
+// connection the next is tried), ORBIT_TOKEN, SUBSCRIPTION_ID, INBOX_DATABASE_URL
 // (default mysql://root@127.0.0.1:3306/orbit_inbox_example), CAPACITY (default 8).
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -104,7 +105,7 @@ async function main(): Promise<void> {
   if (!ORBIT_TOKEN || !SUBSCRIPTION_ID) throw new Error("set ORBIT_TOKEN and SUBSCRIPTION_ID");
   const pool = await openInbox();
   try {
-    await consume(pool, ORBIT_URL, ORBIT_TOKEN, SUBSCRIPTION_ID);
+    await consume(pool, ORBIT_URL.split(","), ORBIT_TOKEN, SUBSCRIPTION_ID);
   } finally {
     // However the run ends — a saved proof or an id the SDK refuses, a refused token, a
     // failed save — the pool is closed: its idle connections would keep the process alive
@@ -113,7 +114,7 @@ async function main(): Promise<void> {
   }
 }
 
-async function consume(pool: mysql.Pool, baseUrl: string, token: string, subscriptionId: string): Promise<void> {
+async function consume(pool: mysql.Pool, baseUrl: string[], token: string, subscriptionId: string): Promise<void> {
   // docs/protocol.md §7: a client closing first finishes its own durable save and saves its
   // un-reconciled ACK proofs, then closes. An event whose effect this run committed but
   // whose ACK went unanswered is ACKed with its saved proof as soon as the next run
@@ -137,6 +138,9 @@ async function consume(pool: mysql.Pool, baseUrl: string, token: string, subscri
       );
     },
   }).start();
+  // Its inbox is open and its saved proofs are read: a supervisor can tell a start that
+  // failed (its database down: exit 1 before this line) from a consumer that runs.
+  process.stdout.write(`consuming subscription ${subscriptionId}\n`);
   // At a stop the proofs are saved before the connection closes (protocol §7: save the
   // unconfirmed ACK proofs, then close); a failed save is stop()'s rejection, thrown here.
   let stopping: Promise<unknown> | undefined;

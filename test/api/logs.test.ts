@@ -11,6 +11,7 @@ import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, ORBIT_BIN, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { request } from "../helpers/http.js";
 import { connect } from "../helpers/ws.js";
+import { freePort } from "../helpers/ports.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -183,11 +184,3 @@ describe("log lines", function () {
     );
   });
 });
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}

@@ -9,7 +9,6 @@ import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_pro
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import https from "node:https";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { TLSSocket } from "node:tls";
@@ -18,20 +17,12 @@ import { promisify } from "node:util";
 import WebSocket from "ws";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
+import { freePort } from "../helpers/ports.js";
 
 const run = promisify(execFile);
 const CONFIG = path.resolve(process.cwd(), "docs/deploy/haproxy.cfg");
 const APP = path.resolve(process.cwd(), "dist/test/deploy/balancer-app.js");
 const TASKS = 60;
-
-async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as net.AddressInfo;
-  server.close();
-  await once(server, "close");
-  return port;
-}
 
 /** A GET through the balancer, trusting `ca` (or the system's CAs when omitted). */
 function get(url: string, ca?: string): Promise<{ status: number; body: string; tls: string }> {

@@ -3,21 +3,13 @@
 // and (d) every node is restarted mid-stream. Afterwards every result has exactly one
 // ACKED delivery per subscription, and no ACK audit record is duplicated.
 import { strict as assert } from "node:assert";
-import net from "node:net";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, type Client } from "../helpers/api.js";
 import { Consumer } from "../../src/sdk/index.js";
+import { freePort } from "../helpers/ports.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 describe("node faults", function () {
   this.timeout(240000);
