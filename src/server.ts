@@ -109,7 +109,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   // it: on the main pool its transaction would queue behind the requests in flight, and
   // that wait would be most of a result's latency.
   const sequencerPool = createPool(databaseUrl, SEQUENCER_POOL_SIZE, undefined, ANSWER_DEADLINE_MS);
-  const services = createServices(pool, sequencerPool, log, config.workerLeaseMs);
+  const services = createServices(pool, sequencerPool, log, config);
   const clientAddress = clientAddressOf(config.trustedProxies);
   const app = buildApp({
     pool,

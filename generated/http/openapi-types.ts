@@ -192,7 +192,7 @@ export interface paths {
         put?: never;
         /**
          * Submit a task
-         * @description Creates a QUEUED task in a queue of the credential's scope (else 404). First success 201; a replay (same key, same content) 200 with the original task and deduplicated=true. Errors: 400 (body, input over 256 KiB), 409 IDEMPOTENCY_CONFLICT.
+         * @description Creates a QUEUED task in a queue of the credential's scope (else 404). First success 201; a replay (same key, same content) 200 with the original task and deduplicated=true. Errors: 400 (body, input over 256 KiB), 409 IDEMPOTENCY_CONFLICT, and 429 CAPACITY_EXCEEDED with Retry-After when the node limits a namespace's QUEUED tasks (ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE) and the namespace has that many; a replay of a submit that landed earlier is still answered 200.
          */
         post: operations["submitTask"];
         delete?: never;
@@ -1058,6 +1058,18 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
+        /** @description 429 CAPACITY_EXCEEDED: the namespace has the node's maximum of QUEUED tasks (ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE); retry after 1 s, once workers have caught up. */
+        QueuedTasksFull: {
+            headers: {
+                "X-Request-ID": components["headers"]["XRequestId"];
+                "Cache-Control": components["headers"]["CacheControl"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorEnvelope"];
+            };
+        };
         /** @description 500 INTERNAL: unexpected server error. */
         Internal: {
             headers: {
@@ -1564,6 +1576,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["QueuedTasksFull"];
             500: components["responses"]["Internal"];
             501: components["responses"]["NotImplemented"];
             503: components["responses"]["Unavailable"];

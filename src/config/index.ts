@@ -22,6 +22,8 @@ export interface Config {
   /** Event connections of one application on a node; the node's limit unless set lower. */
   readonly maxConnectionsPerApplication: number;
   readonly workerLeaseMs: number;
+  /** QUEUED tasks a namespace may have before a submit is refused (429); undefined: no limit. */
+  readonly maxQueuedTasksPerNamespace: number | undefined;
   readonly requestTimeoutMs: number;
   readonly dbPoolSize: number;
   /** How often the node numbers events whose numbering was never started (background.ts). */
@@ -134,6 +136,9 @@ export function loadConfig(env: Env = process.env): Config {
     maxConnections,
     maxConnectionsPerApplication: int(env, "ORBIT_MAX_CONNECTIONS_PER_APPLICATION", maxConnections, 1, 100_000),
     workerLeaseMs: int(env, "ORBIT_WORKER_LEASE_MS", 60000, 100, 86_400_000),
+    maxQueuedTasksPerNamespace: env.ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE
+      ? int(env, "ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE", 0, 1, 1_000_000_000)
+      : undefined,
     requestTimeoutMs: int(env, "ORBIT_REQUEST_TIMEOUT_MS", MANAGEMENT_TIMEOUT_MS, 50, 600_000),
     dbPoolSize: int(env, "ORBIT_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, 1, 64),
     sequencerSweepMs: int(env, "ORBIT_SEQUENCER_SWEEP_MS", SEQUENCER_SWEEP_MS, 100, 3_600_000),

@@ -7,6 +7,7 @@ import type { Logger } from "../log/index.js";
 import { AttemptBatches } from "./attempt-batches.js";
 import { CredentialLookups } from "./credential-lookups.js";
 import { QueueSignals } from "./queue-signals.js";
+import { QueuedTaskQuota } from "./queued-quota.js";
 import { Sequencer } from "./sequencer.js";
 import { SubscriptionSignals } from "./subscription-signals.js";
 
@@ -20,17 +21,26 @@ export interface NodeServices {
   readonly attempts: AttemptBatches;
   /** HTTP requests' credential lookups, shared by the requests that wait together. */
   readonly credentials: CredentialLookups;
+  /** The namespaces' limit on QUEUED tasks, when ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE is set. */
+  readonly queuedQuota: QueuedTaskQuota | undefined;
 }
 
 /** `pool`: the node's main pool; `sequencerPool`: the sequencer's own connections (server.ts). */
-export function createServices(pool: Pool, sequencerPool: Pool, log: Logger, workerLeaseMs: number): NodeServices {
+export function createServices(
+  pool: Pool,
+  sequencerPool: Pool,
+  log: Logger,
+  o: { readonly workerLeaseMs: number; readonly maxQueuedTasksPerNamespace: number | undefined },
+): NodeServices {
   const services: NodeServices = {
     sequencer: new Sequencer(sequencerPool, log),
     queueSignals: new QueueSignals(),
     subscriptionSignals: new SubscriptionSignals(),
-    workerLeaseMs,
+    workerLeaseMs: o.workerLeaseMs,
     attempts: new AttemptBatches(pool, (namespaces, queues) => afterCommit(services, namespaces, queues)),
     credentials: new CredentialLookups(pool),
+    queuedQuota:
+      o.maxQueuedTasksPerNamespace === undefined ? undefined : new QueuedTaskQuota(pool, o.maxQueuedTasksPerNamespace),
   };
   return services;
 }

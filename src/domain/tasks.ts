@@ -5,7 +5,8 @@ import type { Pool, Tx } from "../db/types.js";
 import { endAttempt, newTaskRow, selectTask, submitStatements, type TaskRow } from "../db/queries/tasks.js";
 import { commitAll } from "../db/tx.js";
 import { MAX_TASK_INPUT_BYTES, MAX_TASK_RESULT_BYTES } from "../config/limits.js";
-import { invalidArgument, notFound, stateConflict, unauthenticated, unavailable } from "../wire/errors.js";
+import { invalidArgument, notFound, OrbitError, stateConflict, unauthenticated, unavailable } from "../wire/errors.js";
+import { selectKey } from "../db/queries/idempotency.js";
 import { contentDigest, idempotent, replay, type Receipt } from "./idempotency.js";
 import { newId, type Caller } from "./identity.js";
 import { nowMs } from "../clock.js";
@@ -43,6 +44,8 @@ export interface SubmitInput {
   readonly maxAttempts?: number;
   readonly key: string;
   readonly canonicalBody: string;
+  /** The namespace has its maximum of QUEUED tasks (queued-quota.ts): only a replay is answered. */
+  readonly full?: boolean;
 }
 
 /**
@@ -74,6 +77,11 @@ export async function submitTask(
   if (Buffer.byteLength(s.inputText) > MAX_TASK_INPUT_BYTES) throw invalidArgument("input exceeds 256 KiB");
   const ref = { credentialId: caller.credentialId, operation: "tasks.submit", key: s.key };
   const digest = contentDigest(s.canonicalBody);
+  if (s.full) {
+    // A submit that landed before the limit was reached still gets its receipt.
+    if (await selectKey(tx, ref)) return replay(tx, ref, digest);
+    throw new OrbitError("CAPACITY_EXCEEDED", "the namespace has its maximum of queued tasks", { "Retry-After": "1" });
+  }
   const task = {
     id: newId(),
     namespaceId: caller.namespaceId,

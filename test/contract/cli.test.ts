@@ -41,6 +41,7 @@ const UNSET_SAMPLES: Readonly<Record<string, string>> = {
   ORBIT_METRICS_PORT: "9090",
   ORBIT_METRICS_HOST: "127.0.0.2",
   ORBIT_TRUSTED_PROXIES: "10.0.0.0/8",
+  ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE: "10000",
 };
 
 describe("orbit CLI", () => {
@@ -156,6 +157,11 @@ describe("orbit CLI", () => {
         /ORBIT_METRICS_PORT must differ from ORBIT_PORT, both are 9090/,
       ],
       [{ ORBIT_METRICS_REFRESH_MS: "99" }, /ORBIT_METRICS_REFRESH_MS must be between 100 and 3600000, got 99/],
+      [
+        { ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE: "0" },
+        /ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE must be between 1 and 1000000000, got 0/,
+      ],
+      [{ ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE: "-5" }, /ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE must be a whole number/],
       [{ ORBIT_LOG_LEVEL: "verbose" }, /ORBIT_LOG_LEVEL must be debug, info, warn or error, got "verbose"/],
       [{ ORBIT_LOG_LEVEL: "INFO" }, /ORBIT_LOG_LEVEL must be debug, info, warn or error, got "INFO"/],
       [{ ORBIT_TRUSTED_PROXIES: "10.0.0.0/33" }, /ORBIT_TRUSTED_PROXIES must be a comma list .*, got "10.0.0.0\/33"/],

@@ -26,6 +26,8 @@ const NOT_DRIVEN: Record<string, string> = {
   "connectEvents:503": "a node shutting down while the upgrade authenticates (ws/protection.test.ts)",
   "getHealth:503": "the database down (ws/database-failure.test.ts)",
   "getReadiness:503": "the schema behind the code",
+  "submitTask:429":
+    "a namespace at ORBIT_MAX_QUEUED_TASKS_PER_NAMESPACE (api/queued-quota.test.ts checks it against the contract)",
 };
 
 /** A raw request whose answer is not 101: an upgrade refused, or a plain response. */

@@ -86,6 +86,20 @@ export function submitStatements(
   ];
 }
 
+/**
+ * How many tasks of a namespace are QUEUED, counting at most `limit`: a range of the claim
+ * index (queue_id, state) per queue of the namespace, never more rows than the limit.
+ */
+export async function countQueued(pool: Pool, namespaceId: string, limit: number): Promise<number> {
+  const [rows] = await pool.query<RowDataPacket[]>(
+    `SELECT COUNT(*) AS n FROM (
+       SELECT 1 FROM queues q JOIN tasks t FORCE INDEX (tasks_claim) ON t.queue_id = q.id AND t.state = 'QUEUED'
+        WHERE q.namespace_id = ? LIMIT ?) AS waiting`,
+    [namespaceId, limit],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
 /** Takes a task id; returns the task (locked for update when `lock`). */
 export async function selectTask(db: Pool | Tx, id: string, lock = false): Promise<TaskRow | undefined> {
   const [rows] = await db.query<(TaskRow & RowDataPacket)[]>(

@@ -20,11 +20,14 @@ export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx
   // The queue named in the body is the scope (404), before the body and the key (400).
   const { body, caller } = await bodyOfQueueInScope(req, ctx);
   const key = req.idempotencyKey();
+  const quota = ctx.services.queuedQuota;
+  const full = quota ? await quota.full(caller.namespaceId) : false;
   const receipt = await inTransaction(ctx, (tx) =>
     submit(
       tx,
       caller,
       {
+        full,
         queueId: body.queue_id,
         inputText: req.rawField("input")!,
         ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
@@ -35,7 +38,10 @@ export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx
     ),
   );
   // One new task: one waiting claim is woken for it.
-  if (!receipt.deduplicated) ctx.services.queueSignals.notify(body.queue_id, 1);
+  if (!receipt.deduplicated) {
+    quota?.accepted(caller.namespaceId);
+    ctx.services.queueSignals.notify(body.queue_id, 1);
+  }
   return created(receipt);
 };
 
