@@ -7,7 +7,7 @@
 //   - every 15 s (ORBIT_METRICS_REFRESH_MS), and once at start: read the database gauges
 //     of /metrics, so that a scrape costs no query (domain/usage-metrics.ts);
 //   - every 60 s, when ORBIT_RETENTION is set: purge events older than it;
-//   - every 60 s, and once at start: delete receipts, audit records, closed sessions and
+//   - every 60 s, and once at start: delete receipts, audit records, event sessions and
 //     finished tasks past their retention, in small batches (domain/housekeeping.ts).
 import type { Pool } from "./db/types.js";
 import { selectNamespaceIds } from "./db/queries/result-log.js";

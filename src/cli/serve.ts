@@ -24,7 +24,7 @@ set: a submit to a namespace with that many QUEUED tasks is 429),
 ORBIT_REQUEST_TIMEOUT_MS (8000), ORBIT_DB_POOL_SIZE (8),
 ORBIT_SEQUENCER_SWEEP_MS (5000),
 ORBIT_RETENTION (unset: keep the whole result log), ORBIT_RECEIPT_RETENTION (7d),
-ORBIT_AUDIT_RETENTION (365d), ORBIT_SESSION_RETENTION (7d: closed event sessions),
+ORBIT_AUDIT_RETENTION (365d), ORBIT_SESSION_RETENTION (7d: event sessions),
 ORBIT_TASK_RETENTION (30d: finished tasks), ORBIT_METRICS_PORT (unset: /metrics
 on ORBIT_PORT; set: on a listener of its own, 0 picks a free port), ORBIT_METRICS_HOST
 (ORBIT_HOST), ORBIT_METRICS_REFRESH_MS (15000), ORBIT_LOG_LEVEL (info; debug, warn,

@@ -30,7 +30,7 @@ export interface Config {
   readonly sequencerSweepMs: number;
   /** Optional age-based retention of the result log, in ms; undefined keeps everything. */
   readonly retentionMs: number | undefined;
-  /** Ages past which receipts, audit records and closed sessions are deleted (housekeeping.ts). */
+  /** Ages past which receipts, audit records, event sessions and finished tasks are deleted (housekeeping.ts). */
   readonly housekeeping: HousekeepingRetention;
   /** A listener of its own for GET /metrics (edge/metrics-listener.ts); undefined: the main port serves it. */
   readonly metricsPort: number | undefined;
@@ -103,7 +103,7 @@ function metricsPort(env: Env, port: number): number | undefined {
   return n;
 }
 
-/** Ages past which a node's sweep deletes receipts, audit records, closed sessions and finished tasks. */
+/** Ages past which a node's sweep deletes receipts, audit records, event sessions and finished tasks. */
 export interface HousekeepingRetention {
   /** Idempotency keys with their receipts (ORBIT_RECEIPT_RETENTION). */
   readonly receiptMs: number;

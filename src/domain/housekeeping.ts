@@ -1,12 +1,12 @@
 // Bounded storage (docs/operations.md, Retention): idempotency receipts, audit records,
-// closed event sessions and finished tasks with their attempts are deleted once older than
+// event sessions and finished tasks with their attempts are deleted once older than
 // their retention, by every node's background sweep, in small batches. Deleting the same
 // rows from several nodes at once is harmless: each batch deletes what is still there.
 import type { HousekeepingRetention } from "../config/index.js";
 import type { Pool } from "../db/types.js";
 import {
   deleteAuditBefore,
-  deleteClosedSessionsBefore,
+  deleteSessionsBefore,
   deleteReceiptsBefore,
   deleteTasks,
   selectExpiredTasks,
@@ -73,7 +73,7 @@ export async function sweepExpired(
   );
   const sessions = await inBatches(
     "sessions",
-    () => deleteClosedSessionsBefore(pool, idAt(now - r.sessionMs), new Date(now - r.sessionMs), HOUSEKEEPING_BATCH),
+    () => deleteSessionsBefore(pool, idAt(now - r.sessionMs), new Date(now - r.sessionMs), HOUSEKEEPING_BATCH),
     failed,
   );
   const tasks = await inBatches(

@@ -1,6 +1,6 @@
-// Bounded storage (domain/housekeeping.ts): idempotency receipts, audit records and closed
-// event sessions past their retention are deleted, in batches, and nothing younger or
-// still needed is; a node sweeps at start. Rows are aged in the real database by hand.
+// Bounded storage (domain/housekeeping.ts): idempotency receipts, audit records and event
+// sessions (closed, or never closed: their node died) past their retention are deleted, in
+// batches, and nothing younger or still needed is; a node sweeps at start. Rows are aged in the real database by hand.
 import { strict as assert } from "node:assert";
 import { randomBytes } from "node:crypto";
 import { createPool, type Pool } from "../../src/db/pool.js";
@@ -14,7 +14,7 @@ import { bootstrap, runCli, startNode } from "../helpers/orbit.js";
 const DAY = 86_400_000;
 const hex = (n: number) => randomBytes(n).toString("hex");
 
-describe("housekeeping: receipts, audit records and closed sessions expire", function () {
+describe("housekeeping: receipts, audit records and event sessions expire", function () {
   this.timeout(60000);
   let db: TestDatabase;
   let pool: Pool;
@@ -59,20 +59,22 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
     for (let i = 0; i < 4; i++) await audit(400 * DAY);
     for (let i = 0; i < 2; i++) await audit(300 * DAY);
     for (let i = 0; i < 3; i++) await session(8 * DAY, true);
-    await session(8 * DAY, false); // still open: kept however old
+    await session(8 * DAY, false); // never closed: its node died
     await session(1 * DAY, true); // closed, young: kept
+    const open = await session(1 * DAY, false); // open, young: kept
 
     const retention = { receiptMs: 7 * DAY, auditMs: 365 * DAY, sessionMs: 7 * DAY, taskMs: 30 * DAY };
     assert.deepEqual(await sweepExpired(pool, retention, now), {
       receipts: old,
       audits: 4,
-      sessions: 3,
+      sessions: 4,
       tasks: 0,
       failed: [],
     });
     assert.equal(await count("idempotency_keys"), 3);
     assert.equal(await count("audit_records"), 2);
     assert.equal(await count("event_sessions"), 2);
+    assert.equal(Number((await db.query("SELECT COUNT(*) AS n FROM event_sessions WHERE id = ?", [open]))[0].n), 1);
     // A second sweep finds nothing more.
     assert.deepEqual(await sweepExpired(pool, retention, now), {
       receipts: 0,
@@ -83,11 +85,12 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
     });
   });
 
-  it("keeps a closed session that a LEASED delivery still names", async () => {
+  it("keeps a closed or never-closed session that a LEASED delivery still names", async () => {
     await db.query("DELETE FROM event_sessions");
     const sub = hex(16);
     const holding = await session(10 * DAY, true, sub);
     const free = await session(10 * DAY, true, sub);
+    const unclosedHolding = await session(10 * DAY, false, sub);
     // A lease of the closed session, not recovered yet (its subscription is made up: no
     // foreign key check for this one row).
     const c = await db.connect();
@@ -96,8 +99,11 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
       await c.query(
         `INSERT INTO deliveries (id, subscription_id, event_id, sequence, revision, state, created_at, available_at,
                                  lease_epoch, lease_until, session_id, attempts, attempt_budget)
-         VALUES (?, ?, ?, 1, 2, 'LEASED', ?, ?, 1, ?, ?, 1, 20)`,
-        [newRowId(), sub, hex(16), new Date(now), new Date(now), new Date(now + 60_000), holding],
+         VALUES (?, ?, ?, 1, 2, 'LEASED', ?, ?, 1, ?, ?, 1, 20), (?, ?, ?, 2, 2, 'LEASED', ?, ?, 1, ?, ?, 1, 20)`,
+        [
+          ...[newRowId(), sub, hex(16), new Date(now), new Date(now), new Date(now + 60_000), holding],
+          ...[newRowId(), sub, hex(16), new Date(now), new Date(now), new Date(now + 60_000), unclosedHolding],
+        ],
       );
     } finally {
       await c.end();
@@ -108,8 +114,8 @@ describe("housekeeping: receipts, audit records and closed sessions expire", fun
       now,
     );
     assert.equal(r.sessions, 1);
-    const left = (await db.query("SELECT id FROM event_sessions")).map((s: { id: string }) => s.id);
-    assert.deepEqual(left, [holding]);
+    const left = (await db.query("SELECT id FROM event_sessions ORDER BY id")).map((s: { id: string }) => s.id);
+    assert.deepEqual(left, [holding, unclosedHolding].sort());
     assert.ok(!left.includes(free));
   });
 

@@ -26,19 +26,16 @@ export async function deleteAuditBefore(pool: Pool, cutoffId: string, cutoff: Da
 }
 
 /**
- * Event sessions opened before the time of `cutoffId` and closed before `cutoff`, that no
- * LEASED delivery names: a lease of a closed session stays until a claim recovers it
- * (docs/operations.md), and its row with it.
+ * Event sessions opened before the time of `cutoffId`, closed before `cutoff` or never
+ * closed, that no LEASED delivery names: a lease of a closed session stays until a claim
+ * recovers it (docs/operations.md), and its row with it. A session whose node died is
+ * never marked closed; the row is a record of the connection that nothing reads while it
+ * lives, so one still open that long goes as well, and its close later updates nothing.
  */
-export async function deleteClosedSessionsBefore(
-  pool: Pool,
-  cutoffId: string,
-  cutoff: Date,
-  limit: number,
-): Promise<number> {
+export async function deleteSessionsBefore(pool: Pool, cutoffId: string, cutoff: Date, limit: number): Promise<number> {
   const [res] = await pool.query<ResultSetHeader>(
     `DELETE FROM event_sessions
-      WHERE id < ? AND closed_at < ?
+      WHERE id < ? AND (closed_at IS NULL OR closed_at < ?)
         AND NOT EXISTS (SELECT 1 FROM deliveries d
                          WHERE d.subscription_id = event_sessions.subscription_id
                            AND d.state = 'LEASED' AND d.session_id = event_sessions.id)
