@@ -116,18 +116,19 @@ export class Seat {
   /**
    * An ACK answered with its receipt. Returns whether a claim is worth asking for now:
    * refills come in batches, since a claim per freed slot would cost one claim
-   * transaction per delivery (new results still wake the session at once).
+   * transaction per delivery (new results still wake the session at once). Only a
+   * delivery this session sent frees one of its slots: a client may ACK another
+   * connection's delivery, or an earlier connection's, on this one.
    */
   acked(deliveryId: string, deduplicated: boolean): boolean {
-    this.outstanding.delete(deliveryId);
-    if (deduplicated) return false;
-    return this.freed();
+    const sentHere = this.outstanding.delete(deliveryId);
+    return sentHere && !deduplicated && this.freed();
   }
 
   /**
    * Another connection of this node ACKed a delivery (a client may ACK with any of its
    * connections): when this session sent it, its slot is free now, not at lease_until.
-   * Returns whether it was this session's.
+   * Returns whether a claim is worth asking for now.
    */
   ackedElsewhere(deliveryId: string): boolean {
     const until = this.outstanding.get(deliveryId);

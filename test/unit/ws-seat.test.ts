@@ -1,0 +1,40 @@
+// A session's seat counts only its own deliveries: an ACK frees a slot of the connection
+// that sent the delivery, whichever connection carried it (ws/seat.ts).
+import { strict as assert } from "node:assert";
+import { Seat } from "../../src/ws/seat.js";
+
+const LEASE = 60_000;
+
+describe("ws seat", () => {
+  it("frees a slot for an ACK of a delivery it sent, not for another connection's", () => {
+    const seat = new Seat();
+    seat.bind(1, true);
+    seat.claimed(false, 1);
+    seat.sent("mine", Date.now() + LEASE);
+    // The client ACKs another connection's delivery on this one: this session is still full.
+    assert.equal(seat.acked("theirs", false), false);
+    assert.equal(seat.wantsClaim(), false);
+    // Its own: the slot is free and a claim is worth asking for.
+    assert.equal(seat.acked("mine", false), true);
+    assert.equal(seat.wantsClaim(), true);
+  });
+
+  it("frees a slot when another connection ACKs a delivery it sent, while its lease runs", () => {
+    const seat = new Seat();
+    seat.bind(1, true);
+    seat.claimed(false, 1);
+    seat.sent("mine", Date.now() + LEASE);
+    assert.equal(seat.ackedElsewhere("theirs"), false);
+    assert.equal(seat.wantsClaim(), false);
+    assert.equal(seat.ackedElsewhere("mine"), true);
+    assert.equal(seat.wantsClaim(), true);
+  });
+
+  it("frees nothing for a deduplicated ACK", () => {
+    const seat = new Seat();
+    seat.bind(1, true);
+    seat.claimed(false, 1);
+    seat.sent("mine", Date.now() + LEASE);
+    assert.equal(seat.acked("mine", true), false);
+  });
+});
