@@ -2,11 +2,17 @@
 // Each write is idempotent by its Idempotency-Key and runs in one transaction with the
 // event it appends.
 import type { Pool, Tx } from "../db/types.js";
-import { endAttempt, newTaskRow, selectTask, submitStatements, type TaskRow } from "../db/queries/tasks.js";
+import {
+  endAttempt,
+  newTaskRow,
+  refusedSubmitCheck,
+  selectTask,
+  submitStatements,
+  type TaskRow,
+} from "../db/queries/tasks.js";
 import { commitAll } from "../db/tx.js";
 import { MAX_TASK_INPUT_BYTES, MAX_TASK_RESULT_BYTES } from "../config/limits.js";
 import { invalidArgument, notFound, OrbitError, stateConflict, unauthenticated, unavailable } from "../wire/errors.js";
-import { selectKey } from "../db/queries/idempotency.js";
 import { contentDigest, idempotent, replay, type Receipt } from "./idempotency.js";
 import { newId, type Caller } from "./identity.js";
 import { nowMs } from "../clock.js";
@@ -78,8 +84,11 @@ export async function submitTask(
   const ref = { credentialId: caller.credentialId, operation: "tasks.submit", key: s.key };
   const digest = contentDigest(s.canonicalBody);
   if (s.full) {
-    // A submit that landed before the limit was reached still gets its receipt.
-    if (await selectKey(tx, ref)) return replay(tx, ref, digest);
+    // The revocation check as a submit makes it; then a submit that landed before the
+    // limit was reached still gets its receipt.
+    const { active, landed } = await refusedSubmitCheck(tx, ref);
+    if (!active) throw unauthenticated();
+    if (landed) return replay(tx, ref, digest);
     throw new OrbitError("CAPACITY_EXCEEDED", "the namespace has its maximum of queued tasks", { "Retry-After": "1" });
   }
   const task = {

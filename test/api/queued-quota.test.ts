@@ -2,12 +2,14 @@
 // docs/tasks.md §4): a submit beyond it is 429 CAPACITY_EXCEEDED with Retry-After and the
 // contract's envelope, and writes nothing; a replay of a submit that landed is still
 // answered; other namespaces, RUNNING tasks and a node without the setting are not held
-// back; once a worker takes a task, the namespace may submit again.
+// back; submits under way at once never pass it; a revoked credential is 401 all the same;
+// once a worker takes a task, the namespace may submit again.
 import { strict as assert } from "node:assert";
 import { client, type Client } from "../helpers/api.js";
 import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { assertOperation } from "../helpers/openapi.js";
+import { QUOTA_REFRESH_MS } from "../../src/domain/queued-quota.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const LIMIT = 3;
@@ -80,15 +82,35 @@ describe("queued-task limit per namespace", function () {
       const claim = await api.post("/v1/worker/claim", { queue_id: a.queues[0]!.id });
       assert.equal(claim.status, 200, claim.text);
     }
-    // The node reads the count again within a second; until then it may still refuse.
-    let res = await submit(api, a.queues[1]!.id, "k4");
-    for (let i = 0; res.status === 429 && i < 40; i++) {
-      await sleep(100);
-      res = await submit(api, a.queues[1]!.id, "k4");
-    }
+    // Once its count is older than the refresh interval, a node that would refuse reads
+    // it again first: the first submit after the claims is taken.
+    await sleep(QUOTA_REFRESH_MS + 100);
+    const res = await submit(api, a.queues[1]!.id, "k4");
     assert.equal(res.status, 201, res.text);
     // Three QUEUED again: the next one is refused.
     const refused = await submit(api, a.queues[1]!.id, "k5");
     assert.equal(refused.status, 429, refused.text);
+  });
+
+  it("lets submits under way at once take only the places left", async () => {
+    const c = await bootstrap(db.url, { namespace: "c", application: "app", queues: ["q"] });
+    const api = client(node.url, c.token);
+    const answers = await Promise.all(
+      Array.from({ length: LIMIT + 5 }, (_, i) => submit(api, c.queues[0]!.id, `burst-${i}`)),
+    );
+    const statuses = answers.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [...Array(LIMIT).fill(201), ...Array(5).fill(429)]);
+  });
+
+  it("answers a revoked credential 401, not 429, however full its namespace", async () => {
+    const d = await bootstrap(db.url, { namespace: "d", application: "app", queues: ["q"] });
+    const api = client(node.url, d.token);
+    for (let i = 0; i < LIMIT; i++) assert.equal((await submit(api, d.queues[0]!.id, `d-${i}`)).status, 201);
+    assert.equal((await submit(api, d.queues[0]!.id, "d-full")).status, 429);
+    // Revoked in the database: the node still knows the token from memory.
+    await db.query("UPDATE credentials SET revoked_at = UTC_TIMESTAMP(3) WHERE id = ?", [d.credential_id]);
+    const res = await submit(api, d.queues[0]!.id, "d-0");
+    assert.equal(res.status, 401, res.text);
+    assert.equal(res.json.error.code, "UNAUTHENTICATED");
   });
 });

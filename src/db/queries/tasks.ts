@@ -87,6 +87,23 @@ export function submitStatements(
 }
 
 /**
+ * For a submit the queued-task limit refuses: whether its credential is still active, and
+ * whether its key already has a receipt (a submit that landed earlier). Plain reads: a
+ * flood of refused submits takes no locks; a receipt found is read again, locked, by replay.
+ */
+export async function refusedSubmitCheck(
+  tx: Tx,
+  ref: IdempotencyKeyRef,
+): Promise<{ active: boolean; landed: boolean }> {
+  const [rows] = await tx.query<RowDataPacket[]>(
+    `SELECT (SELECT revoked_at IS NULL FROM credentials WHERE id = ?) IS TRUE AS active,
+            EXISTS (SELECT 1 FROM idempotency_keys WHERE credential_id = ? AND operation = ? AND idem_key = ?) AS landed`,
+    [ref.credentialId, ref.credentialId, ref.operation, ref.key],
+  );
+  return { active: Number(rows[0]?.active) === 1, landed: Number(rows[0]?.landed) === 1 };
+}
+
+/**
  * How many tasks of a namespace are QUEUED, counting at most `limit`: a range of the claim
  * index (queue_id, state) per queue of the namespace, never more rows than the limit.
  */

@@ -21,28 +21,31 @@ export const submitTask: Handler<"submitTask", HandlerContext> = async (req, ctx
   const { body, caller } = await bodyOfQueueInScope(req, ctx);
   const key = req.idempotencyKey();
   const quota = ctx.services.queuedQuota;
-  const full = quota ? await quota.full(caller.namespaceId) : false;
-  const receipt = await inTransaction(ctx, (tx) =>
-    submit(
-      tx,
-      caller,
-      {
-        full,
-        queueId: body.queue_id,
-        inputText: req.rawField("input")!,
-        ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
-        key,
-        canonicalBody: req.canonicalBody(),
-      },
-      ctx.signal,
-    ),
-  );
-  // One new task: one waiting claim is woken for it.
-  if (!receipt.deduplicated) {
-    quota?.accepted(caller.namespaceId);
-    ctx.services.queueSignals.notify(body.queue_id, 1);
+  const reservation = quota ? await quota.reserve(caller.namespaceId) : undefined;
+  let committed = false;
+  try {
+    const receipt = await inTransaction(ctx, (tx) =>
+      submit(
+        tx,
+        caller,
+        {
+          full: quota !== undefined && reservation === undefined,
+          queueId: body.queue_id,
+          inputText: req.rawField("input")!,
+          ...(body.max_attempts !== undefined ? { maxAttempts: body.max_attempts } : {}),
+          key,
+          canonicalBody: req.canonicalBody(),
+        },
+        ctx.signal,
+      ),
+    );
+    committed = !receipt.deduplicated;
+    // One new task: one waiting claim is woken for it.
+    if (committed) ctx.services.queueSignals.notify(body.queue_id, 1);
+    return created(receipt);
+  } finally {
+    reservation?.(committed);
   }
-  return created(receipt);
 };
 
 export const getTask: Handler<"getTask", HandlerContext> = async (req, ctx) => ({
