@@ -51,7 +51,7 @@ describe("chaos history checker", function () {
       const { attempt_id, task } = claim.json.data as { attempt_id: string; task: { id: string } };
       const done = await api.post(`/v1/worker/attempts/${attempt_id}:complete`, outcomeOf(task.id));
       assert.equal(done.status, 200);
-      history.completed.set(task.id, done.json.data.task.state as string);
+      history.completed.set(task.id, { state: done.json.data.task.state as string, attemptId: attempt_id });
     }
     inbox = await openInbox(`${MYSQL_SERVER}/${inboxName}`);
     const consumer = new Consumer({
@@ -127,7 +127,7 @@ describe("chaos history checker", function () {
       [["UPDATE result_events SET type = 'task.requeued' WHERE aggregate_id = ?", [aTask()]]],
       [["UPDATE result_events SET type = ? WHERE aggregate_id = ?", [type, aTask()]]],
     );
-    const state = history.completed.get(aTask());
+    const state = history.completed.get(aTask())!.state;
     await breaks(
       /every task ended/,
       [["UPDATE tasks SET state = 'RUNNING' WHERE id = ?", [aTask()]]],
@@ -135,16 +135,50 @@ describe("chaos history checker", function () {
     );
   });
 
-  it("fails a confirmed submit, completion or cancel that did not hold", async () => {
-    const lost = newHistory();
-    lost.submitted.set(99, "f".repeat(32));
-    assert.deepEqual(await failing(lost), ["every confirmed submit is a task"]);
-    const changed = newHistory();
-    changed.completed.set(aTask(), "CANCELLED");
-    changed.cancelled.add(aTask());
-    assert.deepEqual(await failing(changed), [
-      "every confirmed completion and cancel holds, with the outcome its worker gave",
+  /** The history as recorded, changed by `change`. */
+  const variant = (change: (h: History) => void): History => {
+    const h: History = {
+      ...history,
+      submitted: new Map(history.submitted),
+      cancelled: new Set(history.cancelled),
+      cancelRefused: new Set(history.cancelRefused),
+      completed: new Map(history.completed),
+      completionRefused: new Set(history.completionRefused),
+    };
+    change(h);
+    return h;
+  };
+  const SUBMITS = "every confirmed submit is a task, and every task a confirmed submit";
+  const WRITES =
+    "every confirmed completion and cancel holds, no refused one took place, and every outcome is its worker's";
+
+  it("fails a confirmed submit lost, and a task no submit was confirmed for (a duplicate)", async () => {
+    assert.deepEqual(await failing(variant((h) => h.submitted.set(99, "f".repeat(32)))), [SUBMITS]);
+    assert.deepEqual(await failing(variant((h) => h.submitted.delete(0))), [SUBMITS]);
+  });
+
+  it("fails a confirmed completion or cancel that did not hold, and a refused one that took place", async () => {
+    const completion = history.completed.get(aTask())!;
+    assert.deepEqual(await failing(variant((h) => h.completed.set(aTask(), { ...completion, state: "CANCELLED" }))), [
+      WRITES,
     ]);
+    // The task ended as answered, but by another attempt than the one told it was completed.
+    const other = [...history.completed.values()][1]!.attemptId;
+    assert.deepEqual(await failing(variant((h) => h.completed.set(aTask(), { ...completion, attemptId: other }))), [
+      WRITES,
+    ]);
+    assert.deepEqual(await failing(variant((h) => h.completionRefused.add(completion.attemptId))), [WRITES]);
+    const cancelled = [...history.cancelled][0]!;
+    assert.deepEqual(await failing(variant((h) => h.cancelled.add(aTask()))), [WRITES]);
+    assert.deepEqual(
+      await failing(
+        variant((h) => {
+          h.cancelled.delete(cancelled);
+          h.cancelRefused.add(cancelled);
+        }),
+      ),
+      [WRITES],
+    );
   });
 
   it("fails a delivery left open, or EXPIRED within its budget", async () => {
@@ -186,7 +220,33 @@ describe("chaos history checker", function () {
     );
   });
 
-  it("fails a second ACK audit record of a delivery", async () => {
+  it("fails a second ACK audit record of a delivery, and ACK audit records of one not ACKED", async () => {
+    await breaks(
+      /ACK audit record/,
+      [
+        [
+          `INSERT INTO audit_records (id, namespace_id, credential_id, subscription_id, delivery_id, action, details, reason,
+             revision_before, revision_after, created_at)
+           SELECT CONCAT(REPEAT('d', 31), n.k), a.namespace_id, a.credential_id, a.subscription_id, d.id, a.action, a.details,
+             a.reason, a.revision_before, a.revision_after, a.created_at
+             FROM (SELECT * FROM audit_records WHERE action = 'delivery.ack' LIMIT 1) a
+             JOIN (SELECT 1 AS k UNION SELECT 2) n
+             JOIN deliveries d ON d.event_id = (SELECT id FROM result_events WHERE aggregate_id = ?)`,
+          [aTask()],
+        ],
+        [
+          "UPDATE deliveries SET state = 'LEASED' WHERE event_id = (SELECT id FROM result_events WHERE aggregate_id = ?)",
+          [aTask()],
+        ],
+      ],
+      [
+        ["DELETE FROM audit_records WHERE id LIKE 'ddddddddddddddddddddddddddddddd_'", []],
+        [
+          "UPDATE deliveries SET state = 'ACKED' WHERE event_id = (SELECT id FROM result_events WHERE aggregate_id = ?)",
+          [aTask()],
+        ],
+      ],
+    );
     await breaks(
       /ACK audit record/,
       [

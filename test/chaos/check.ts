@@ -44,11 +44,13 @@ export async function checkHistory(
 
   const [taskRows] = await db.query<mysql.RowDataPacket[]>("SELECT id, state FROM tasks");
   const tasks = new Map(taskRows.map((r) => [r.id as string, r.state as string]));
+  const confirmed = new Set(h.submitted.values());
   checks.push(
-    check(
-      "every confirmed submit is a task",
-      [...h.submitted].filter(([, id]) => !tasks.has(id)).map(([i, id]) => `submit ${i}: task ${id} is missing`),
-    ),
+    check("every confirmed submit is a task, and every task a confirmed submit", [
+      ...[...h.submitted].filter(([, id]) => !tasks.has(id)).map(([i, id]) => `submit ${i}: task ${id} is missing`),
+      // Each submit was sent until it was answered: a task no answer named is a duplicate.
+      ...[...tasks.keys()].filter((id) => !confirmed.has(id)).map((id) => `task ${id} was never confirmed`),
+    ]),
   );
   checks.push(
     check(
@@ -56,14 +58,33 @@ export async function checkHistory(
       [...tasks].filter(([, s]) => !ENDED.has(s)).map(([id, s]) => `task ${id} is ${s}`),
     ),
   );
+  const [attemptRows] = await db.query<mysql.RowDataPacket[]>(
+    "SELECT id, task_id FROM task_attempts WHERE ended_by = 'complete'",
+  );
+  /** Attempts that ended by a completion, with their tasks. */
+  const completedAttempts = new Map(attemptRows.map((r) => [r.id as string, r.task_id as string]));
   const kept: string[] = [];
-  for (const [id, state] of h.completed)
+  for (const [id, { state, attemptId }] of h.completed) {
     if (tasks.get(id) !== state) kept.push(`completed ${id} ${state}, reads ${tasks.get(id)}`);
+    if (completedAttempts.get(attemptId) !== id)
+      kept.push(`attempt ${attemptId} of ${id} was completed, and did not end so`);
+  }
+  for (const attemptId of h.completionRefused)
+    if (completedAttempts.has(attemptId)) kept.push(`attempt ${attemptId} was refused its completion, and ended by it`);
+  // Only the producers cancel: every CANCELLED task is a cancel they were told took place.
   for (const id of h.cancelled) if (tasks.get(id) !== "CANCELLED") kept.push(`cancelled ${id}, reads ${tasks.get(id)}`);
+  for (const [id, state] of tasks)
+    if (state === "CANCELLED" && !h.cancelled.has(id))
+      kept.push(`task ${id} is CANCELLED, its cancel ${h.cancelRefused.has(id) ? "refused" : "never confirmed"}`);
   for (const [id, state] of tasks)
     if ((state === "SUCCEEDED" || state === "FAILED") && state !== stateOf(id))
       kept.push(`task ${id} is ${state}, its worker answered ${stateOf(id)}`);
-  checks.push(check("every confirmed completion and cancel holds, with the outcome its worker gave", kept));
+  checks.push(
+    check(
+      "every confirmed completion and cancel holds, no refused one took place, and every outcome is its worker's",
+      kept,
+    ),
+  );
 
   const [eventRows] = await db.query<mysql.RowDataPacket[]>(
     "SELECT aggregate_id, type, COUNT(*) AS n FROM result_events WHERE type <> 'task.requeued' GROUP BY aggregate_id, type",
@@ -146,7 +167,7 @@ export async function checkHistory(
 
   const [audits] = await db.query<mysql.RowDataPacket[]>(
     `SELECT d.id, d.state, (SELECT COUNT(*) FROM audit_records a WHERE a.delivery_id = d.id AND a.action = 'delivery.ack') AS n
-       FROM deliveries d HAVING (d.state = 'ACKED') <> (n = 1)`,
+       FROM deliveries d HAVING n <> (d.state = 'ACKED')`,
   );
   checks.push(
     check(

@@ -1,5 +1,5 @@
 // `npm run chaos -- --seed S --minutes M`: a randomised fault run with a history checker
-// (docs/operations.md, "The chaos run"). It starts a MariaDB of its own, three `orbit
+// (docs/testing.md). It starts a MariaDB of its own, three `orbit
 // serve` nodes (each reaching the database through a proxy that can cut or stall it, each
 // with its clock skewed), producers, SDK workers and Inbox consumers, and for M minutes
 // lets the seed's schedule (schedule.ts) kill, freeze and restart them and the database.
@@ -189,16 +189,23 @@ async function main(): Promise<number> {
       }
     };
     const running: Promise<void>[] = [];
+    /** Faults that could not be carried out or undone (a process that would not start again). */
+    const faultFailures: string[] = [];
     const t0 = Date.now();
     for (const { atMs, fault } of faults) {
       await sleep(t0 + atMs - Date.now());
       say(describe(fault));
-      running.push(apply(fault));
+      running.push(
+        apply(fault).catch((e: unknown) => {
+          faultFailures.push(`${describe(fault)}: ${e instanceof Error ? e.message : String(e)}`);
+        }),
+      );
     }
     await sleep(t0 + minutes * 60_000 - Date.now());
     await Promise.all(running);
     // Whatever a crash left down comes back, as its supervisor would bring it.
-    await Promise.all([...nodes, ...consumers, ...workers].map((p) => p.start()));
+    for (const r of await Promise.allSettled([...nodes, ...consumers, ...workers].map((p) => p.start())))
+      if (r.status === "rejected") faultFailures.push(`healing: ${String(r.reason)}`);
     await traffic.stop();
     say(
       `faults over: ${history.submitted.size} tasks submitted, ${history.completed.size} completed by the plain worker, ${history.cancelled.size} cancelled, ${history.retries} requests retried`,
@@ -237,10 +244,10 @@ async function main(): Promise<number> {
       nodeErrors,
       unexpectedExits: [...nodes, ...consumers, ...workers].flatMap((p) => p.unexpectedExits),
     });
-    checks.unshift({
-      name: "everything settled once the faults were over",
-      problems: settled ? [] : ["see the checks below"],
-    });
+    checks.unshift(
+      { name: "every fault was carried out and undone", problems: faultFailures },
+      { name: "everything settled once the faults were over", problems: settled ? [] : ["see the checks below"] },
+    );
     const out = report(checks);
     for (const line of out.lines) process.stdout.write(`${line}\n`);
     failed = out.failed;

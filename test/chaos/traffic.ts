@@ -13,8 +13,12 @@ export interface History {
   readonly submitted: Map<number, string>;
   /** Tasks a confirmed cancel made CANCELLED. */
   readonly cancelled: Set<string>;
-  /** Tasks a confirmed completion of the plain worker ended, with the state it answered. */
-  readonly completed: Map<string, string>;
+  /** Tasks a cancel was refused for (409 STATE_CONFLICT): that cancel must not have happened. */
+  readonly cancelRefused: Set<string>;
+  /** Tasks a confirmed completion of the plain worker ended: the state it answered and the attempt it ended. */
+  readonly completed: Map<string, { readonly state: string; readonly attemptId: string }>;
+  /** Attempts whose completion was refused (409 STATE_CONFLICT): they must not have ended by it. */
+  readonly completionRefused: Set<string>;
   /** Answers no client should ever get: 5xx other than 503, and 4xx the run did not provoke. */
   readonly wrongAnswers: string[];
   /** Requests sent again after a failure or a 503. */
@@ -22,7 +26,15 @@ export interface History {
 }
 
 export function newHistory(): History {
-  return { submitted: new Map(), cancelled: new Set(), completed: new Map(), wrongAnswers: [], retries: 0 };
+  return {
+    submitted: new Map(),
+    cancelled: new Set(),
+    cancelRefused: new Set(),
+    completed: new Map(),
+    completionRefused: new Set(),
+    wrongAnswers: [],
+    retries: 0,
+  };
 }
 
 interface Answer {
@@ -113,8 +125,8 @@ export class Traffic {
       `chaos-${this.seed}-cancel-${task.id}`,
     );
     if (res.status === 200) this.history.cancelled.add(task.id);
-    else if (res.status !== 409)
-      this.history.wrongAnswers.push(`cancel ${task.id}: ${res.status} ${JSON.stringify(res.json)}`);
+    else if (conflict(res)) this.history.cancelRefused.add(task.id);
+    else this.history.wrongAnswers.push(`cancel ${task.id}: ${res.status} ${JSON.stringify(res.json)}`);
   }
 
   /** Claim one task, complete it as outcomeOf says; a completion refused with 409 lost its lease (the task is retried). */
@@ -137,10 +149,17 @@ export class Traffic {
       if (done.status === 200) {
         const state = done.json.data.task.state as string;
         if (state !== stateOf(task.id)) this.history.wrongAnswers.push(`complete ${task.id}: answered ${state}`);
-        this.history.completed.set(task.id, state);
-      } else if (done.status !== 409) {
+        this.history.completed.set(task.id, { state, attemptId: attempt_id });
+      } else if (conflict(done)) {
+        this.history.completionRefused.add(attempt_id);
+      } else {
         this.history.wrongAnswers.push(`complete ${task.id}: ${done.status} ${JSON.stringify(done.json)}`);
       }
     }
   }
+}
+
+/** The one refusal a retried cancel or completion may get: the task moved on (a lease lost, a task ended). */
+function conflict(res: Answer): boolean {
+  return res.status === 409 && res.json?.error?.code === "STATE_CONFLICT";
 }
