@@ -8,6 +8,7 @@
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import mysql from "mysql2/promise";
+import { client } from "../helpers/api.js";
 import { bootstrap, ORBIT_BIN } from "../helpers/orbit.js";
 import { startProxy, type Proxy } from "../helpers/proxy.js";
 import { ChaosDatabase } from "./mariadb.js";
@@ -96,14 +97,13 @@ async function main(): Promise<number> {
       ["all", undefined],
       ["tight", 1],
     ] as const) {
-      const res = await fetch(`${urls[0]}/v1/subscriptions`, {
-        method: "POST",
-        headers: { Authorization: `Bearer ${cred.token}`, "Content-Type": "application/json", "Idempotency-Key": name },
-        body: JSON.stringify({ name, queue_id: queueId, ...(budget ? { max_attempts: budget } : {}) }),
+      const res = await client(urls[0]!, cred.token).post("/v1/subscriptions", {
+        name,
+        queue_id: queueId,
+        ...(budget ? { max_attempts: budget } : {}),
       });
-      const body = (await res.json()) as { data: { subscription: { id: string } } };
-      if (res.status !== 201) throw new Error(`subscription ${name}: ${res.status} ${JSON.stringify(body)}`);
-      subscriptions.push({ id: body.data.subscription.id, inbox: `chaos_inbox_${name}` });
+      if (res.status !== 201) throw new Error(`subscription ${name}: ${res.status} ${res.text}`);
+      subscriptions.push({ id: res.json.data.subscription.id as string, inbox: `chaos_inbox_${name}` });
     }
     const consumers = Array.from(
       { length: CAST.consumers },

@@ -25,6 +25,9 @@ export interface TaskRow {
 const TASK_COLUMNS = `id, namespace_id, queue_id, state, revision, attempts, max_attempts, effect_uncertain,
   result, current_attempt_id, lease_until, created_at, updated_at`;
 
+/** Whether the credential (the one parameter) is active now: 1, or 0 when revoked or gone. */
+const CREDENTIAL_ACTIVE = "(SELECT revoked_at IS NULL FROM credentials WHERE id = ?) IS TRUE";
+
 /** A new task as submitted. */
 export interface NewTask {
   readonly id: string;
@@ -71,7 +74,7 @@ export function submitStatements(
 ): Statement[] {
   return [
     {
-      sql: "SET @orbit_submit = (SELECT revoked_at IS NULL FROM credentials WHERE id = ?) IS TRUE",
+      sql: `SET @orbit_submit = ${CREDENTIAL_ACTIVE}`,
       params: [key.ref.credentialId],
     },
     { sql: "SELECT @orbit_submit AS active", params: [] },
@@ -96,7 +99,7 @@ export async function refusedSubmitCheck(
   ref: IdempotencyKeyRef,
 ): Promise<{ active: boolean; landed: boolean }> {
   const [rows] = await tx.query<RowDataPacket[]>(
-    `SELECT (SELECT revoked_at IS NULL FROM credentials WHERE id = ?) IS TRUE AS active,
+    `SELECT ${CREDENTIAL_ACTIVE} AS active,
             EXISTS (SELECT 1 FROM idempotency_keys WHERE credential_id = ? AND operation = ? AND idem_key = ?) AS landed`,
     [ref.credentialId, ref.credentialId, ref.operation, ref.key],
   );
