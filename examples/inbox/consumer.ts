@@ -131,6 +131,8 @@ async function consume(pool: mysql.Pool, baseUrl: string[], token: string, subsc
     subscriptionId,
     capacity: Number(process.env.CAPACITY ?? 8),
     onError: (e) => process.stderr.write(`inbox consumer: ${e instanceof Error ? e.message : String(e)}\n`),
+    // The node confirmed the ACK: durable, and this delivery will not come again.
+    onAck: (r) => process.stdout.write(`ACK confirmed ${r.delivery_id} epoch ${r.epoch}\n`),
     handler: async (event) => {
       const fresh = await applyOnce(pool, event);
       process.stdout.write(

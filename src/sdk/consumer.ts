@@ -11,7 +11,7 @@
 // looping. It keeps no in-memory "seen" set: delivery is at least once, so the receiver
 // dedupes by event.id in its own durable store (see examples/inbox).
 import { requireSafeTransport } from "./transport.js";
-import { EventConnection, OrbitEventError, type Delivery, type Proof } from "./event-connection.js";
+import { EventConnection, OrbitEventError, type AckReceipt, type Delivery, type Proof } from "./event-connection.js";
 import { Backoff } from "./backoff.js";
 import type { EventDelivery, ResultEvent } from "./types.js";
 
@@ -33,6 +33,11 @@ export interface ConsumerOptions {
   readonly ack?: boolean;
   /** Called for every problem that does not stop the consumer (handler failures, closes). */
   readonly onError?: (e: unknown) => void;
+  /**
+   * Called with each ACK receipt the node answered: that ACK is durable, and its delivery
+   * will not come again (a receipt of a re-sent proof says `deduplicated`).
+   */
+  readonly onAck?: (receipt: AckReceipt) => void;
   readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number };
   /**
    * Proofs whose ACK an earlier consumer of this subscription could not confirm, as its
@@ -226,8 +231,9 @@ export class Consumer {
     const conn = this.conn;
     if (!conn?.isOpen) return;
     try {
-      await conn.ack(proof);
+      const receipt = await conn.ack(proof);
       this.forget(proof);
+      this.#o.onAck?.(receipt);
     } catch (e) {
       if (e instanceof OrbitEventError && e.code === "DELIVERY_LEASE_LOST") {
         // Replaced by a newer lease: the redelivery carries the new proof. Reported all the

@@ -32,7 +32,7 @@ describe("chaos run, short seed", function () {
     child.stderr.on("data", (d) => (out += d));
     const code = await new Promise<number | null>((r) => child.on("close", r));
     assert.equal(code, 0, out);
-    assert.match(out, /^13 passed, 0 failed$/m, out);
+    assert.match(out, /^14 passed, 0 failed$/m, out);
     for (const kind of KINDS) assert.match(out, new RegExp(`\\] ${kind}\\b`), `no ${kind} in:\n${out}`);
   });
 });

@@ -59,13 +59,14 @@ describe("chaos history checker", function () {
       token: cred.token,
       subscriptionId: subscription.id,
       handler: async (event) => void (await applyOnce(inbox, event)),
+      onAck: (r) => history.acksConfirmed.set(r.delivery_id, new Set([r.epoch])),
     }).start();
     admin = await db.connect();
     for (;;) {
       const [[row]] = await admin.query<mysql.RowDataPacket[]>(
         "SELECT COUNT(*) AS n FROM deliveries WHERE state = 'ACKED'",
       );
-      if (Number(row!.n) === 6) break;
+      if (Number(row!.n) === 6 && history.acksConfirmed.size === 6) break;
       await sleep(50);
     }
     await consumer.stop();
@@ -144,6 +145,7 @@ describe("chaos history checker", function () {
       cancelRefused: new Set(history.cancelRefused),
       completed: new Map(history.completed),
       completionRefused: new Set(history.completionRefused),
+      acksConfirmed: new Map(history.acksConfirmed),
     };
     change(h);
     return h;
@@ -217,6 +219,15 @@ describe("chaos history checker", function () {
       /effect applied once/,
       [[`UPDATE \`${inboxName}\`.outcome_totals SET n = n + 1 ORDER BY state LIMIT 1`, []]],
       [[`UPDATE \`${inboxName}\`.outcome_totals SET n = n - 1 ORDER BY state LIMIT 1`, []]],
+    );
+  });
+
+  it("fails a confirmed ACK that did not hold: its delivery leased again after it", async () => {
+    const event = "(SELECT id FROM result_events WHERE aggregate_id = ?)";
+    await breaks(
+      /every ACK the node confirmed holds/,
+      [[`UPDATE deliveries SET lease_epoch = lease_epoch + 1 WHERE event_id = ${event}`, [aTask()]]],
+      [[`UPDATE deliveries SET lease_epoch = lease_epoch - 1 WHERE event_id = ${event}`, [aTask()]]],
     );
   });
 

@@ -165,6 +165,21 @@ export async function checkHistory(
   checks.push(check("every delivery ended ACKED, or EXPIRED with its attempt budget spent", ended));
   checks.push(check("every ACKED event reached its Inbox, and every Inbox effect applied once", inboxes));
 
+  // A confirmed ACK is durable: its delivery stays ACKED at the epoch it was confirmed
+  // at. Had the ACK been lost, the delivery would have been leased again, at a newer epoch.
+  const [ackedRows] = await db.query<mysql.RowDataPacket[]>(
+    "SELECT id, state, lease_epoch FROM deliveries WHERE state = 'ACKED'",
+  );
+  const ackedAt = new Map(ackedRows.map((r) => [r.id as string, String(r.lease_epoch)]));
+  const acks: string[] = [];
+  for (const [id, epochs] of h.acksConfirmed) {
+    const at = ackedAt.get(id);
+    if (at === undefined) acks.push(`delivery ${id}: its ACK was confirmed, it is not ACKED`);
+    else if (epochs.size !== 1 || !epochs.has(at))
+      acks.push(`delivery ${id}: confirmed at epoch ${[...epochs].join(", ")}, ACKED at ${at}`);
+  }
+  checks.push(check("every ACK the node confirmed holds, at the epoch it confirmed", acks));
+
   const [audits] = await db.query<mysql.RowDataPacket[]>(
     `SELECT d.id, d.state, (SELECT COUNT(*) FROM audit_records a WHERE a.delivery_id = d.id AND a.action = 'delivery.ack') AS n
        FROM deliveries d HAVING n <> (d.state = 'ACKED')`,

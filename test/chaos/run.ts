@@ -64,6 +64,7 @@ async function main(): Promise<number> {
     const proxies: Proxy[] = [];
     for (let k = 0; k < CAST.nodes; k++) proxies.push(await startProxy(db.port));
     cleanup.push(() => Promise.all(proxies.map((p) => p.close())));
+    const history = newHistory();
     const nodeErrors: string[] = [];
     const seen = { unavailable: 0, applied: 0, duplicates: 0 };
     const ports = await Promise.all(skews.map(() => freePort()));
@@ -122,6 +123,11 @@ async function main(): Promise<number> {
           onLine: (l) => {
             if (l.startsWith("applied ")) seen.applied++;
             else if (l.startsWith("duplicate, skipped ")) seen.duplicates++;
+            const ack = /^ACK confirmed ([0-9a-f]{32}) epoch ([0-9]+)$/.exec(l);
+            if (ack) {
+              const epochs = history.acksConfirmed.get(ack[1]!) ?? new Set<string>();
+              history.acksConfirmed.set(ack[1]!, epochs.add(ack[2]!));
+            }
           },
         }),
     );
@@ -138,7 +144,6 @@ async function main(): Promise<number> {
     cleanup.push(() => Promise.all([...consumers, ...workers].map((p) => p.kill("SIGKILL"))));
     await Promise.all([...consumers, ...workers].map((p) => p.start()));
 
-    const history = newHistory();
     const traffic = new Traffic(urls, cred.token, queueId, seed, history);
     traffic.start(2, 10);
     say(`traffic started; ${faults.length} faults planned`);

@@ -19,6 +19,8 @@ export interface History {
   readonly completed: Map<string, { readonly state: string; readonly attemptId: string }>;
   /** Attempts whose completion was refused (409 STATE_CONFLICT): they must not have ended by it. */
   readonly completionRefused: Set<string>;
+  /** ACKs the nodes confirmed to the Inbox consumers: each delivery's id → the epochs of its receipts. */
+  readonly acksConfirmed: Map<string, Set<string>>;
   /** Answers no client should ever get: 5xx other than 503, and 4xx the run did not provoke. */
   readonly wrongAnswers: string[];
   /** Requests sent again after a failure or a 503. */
@@ -32,6 +34,7 @@ export function newHistory(): History {
     cancelRefused: new Set(),
     completed: new Map(),
     completionRefused: new Set(),
+    acksConfirmed: new Map(),
     wrongAnswers: [],
     retries: 0,
   };

@@ -331,6 +331,7 @@ describe("examples", function () {
       second.child.kill("SIGTERM");
       assert.equal((await second.exited)[0], 0, second.out());
       assert.doesNotMatch(second.out(), /applied|duplicate/, "nothing was delivered again");
+      assert.equal(second.out().match(/^ACK confirmed [0-9a-f]{32} epoch 1$/gm)?.length, 3, second.out());
       assert.equal(await proofsSaved(), 0, "confirmed or dead, none kept");
       assert.equal(await inboxNumber(`SELECT SUM(n) AS n FROM \`${inboxName}\`.outcome_totals`), 3, "each effect once");
     } finally {

@@ -13,6 +13,7 @@ import {
   EventConnection,
   OrbitClient,
   OrbitEventError,
+  type AckReceipt,
   type Delivery,
   type Proof,
 } from "../../src/sdk/index.js";
@@ -213,10 +214,11 @@ describe("event SDK", function () {
   });
 
   describe("Consumer", () => {
-    it("ACKs every delivery only after its handler resolved", async () => {
+    it("ACKs every delivery only after its handler resolved, and reports each receipt to onAck", async () => {
       const { q, sub } = await setup();
       await results(q, 20);
       const handled: string[] = [];
+      const receipts: AckReceipt[] = [];
       const c = new Consumer({
         baseUrl: node.url,
         token: cred.token,
@@ -228,9 +230,13 @@ describe("event SDK", function () {
           assert.equal(row.state, "LEASED");
           handled.push(event.id);
         },
+        onAck: (receipt) => receipts.push(receipt),
       }).start();
       await until(async () => (await states(sub)).ACKED === 20);
       assert.equal(new Set(handled).size, 20);
+      await until(() => receipts.length === 20);
+      assert.deepEqual(new Set(receipts.map((r) => r.event_id)), new Set(handled));
+      assert.ok(receipts.every((r) => !r.deduplicated));
       const stopped = await c.stop({ deadlineMs: 1000 });
       assert.deepEqual(stopped, { stopped: true });
     });
@@ -283,6 +289,7 @@ describe("event SDK", function () {
 
     it("reconnects after a lost ACK answer and re-sends the ACK on the new connection", async () => {
       const { q, sub } = await setup();
+      const receipts: AckReceipt[] = [];
       const proxy = await startProxy(node.port);
       try {
         const c = new Consumer({
@@ -294,6 +301,7 @@ describe("event SDK", function () {
           handler: async () => {
             proxy.dropResponses(1); // the answer to the ACK that follows is lost with its connection
           },
+          onAck: (receipt) => receipts.push(receipt),
         }).start();
         await sleep(300);
         await results(q, 1);
@@ -307,6 +315,8 @@ describe("event SDK", function () {
             [sub],
           );
           assert.equal(Number(rows[0].n), 1, "ACKed once, confirmed by the re-send");
+          // onAck heard of it once: from the receipt that came, not from the lost answer.
+          assert.equal(receipts.length, 1);
         } finally {
           await audits.end();
         }
