@@ -4,6 +4,7 @@
 // results committed by other nodes.
 import { nowMs } from "../clock.js";
 import type { Pool } from "../db/types.js";
+import { selectSessionLeases } from "../db/queries/deliveries.js";
 import { closeSession, insertSession, selectHeads } from "../db/queries/sessions.js";
 import { selectSubscription, type SubscriptionRow } from "../db/queries/subscriptions.js";
 import { authenticate, requireAction } from "./identity.js";
@@ -28,6 +29,32 @@ export async function consumableSubscription(
   ]);
   requireAction(caller, "events:consume");
   return owned(caller, sub);
+}
+
+/** What a ping's check read (docs/protocol.md §7). */
+export interface PingRead {
+  readonly enabled: boolean;
+  /** PENDING + LEASED + EXPIRED deliveries of the subscription. */
+  readonly backlog: number;
+  /**
+   * The deliveries LEASED to the session now, when asked for: one it sent that is not
+   * among them was ACKed on another connection (perhaps another node's), or recovered.
+   */
+  readonly leased: ReadonlySet<string> | undefined;
+}
+
+/** A ping's check: consumableSubscription, and the session's leases when `sessionId` is given. */
+export async function pingRead(
+  pool: Pool,
+  authorization: string,
+  subscriptionId: string,
+  sessionId: string | undefined,
+): Promise<PingRead> {
+  const [sub, leased] = await Promise.all([
+    consumableSubscription(pool, authorization, subscriptionId),
+    sessionId === undefined ? undefined : selectSessionLeases(pool, sessionId),
+  ]);
+  return { enabled: Boolean(sub.enabled), backlog: sub.pending_count, leased };
 }
 
 export interface NewSession {

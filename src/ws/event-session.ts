@@ -11,7 +11,7 @@ import type { Pool } from "../db/types.js";
 import { isUnavailableError } from "../db/tx.js";
 import type { AckOutcome } from "../domain/delivery-acks.js";
 import type { SeatOutcome } from "../domain/delivery-engine.js";
-import { consumableSubscription, type SubscriptionRow } from "../domain/event-sessions.js";
+import { consumableSubscription, pingRead, type SubscriptionRow } from "../domain/event-sessions.js";
 import { newId, type Caller } from "../domain/identity.js";
 import { describeError, type Logger } from "../log/index.js";
 import { decodeBase64urlCanonical } from "../wire/base64url.js";
@@ -136,9 +136,7 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
 
   /**
    * An invalid hello body is INVALID_ARGUMENT, unless it names, well-formed, a subscription
-   * outside the caller's scope: scope (404) comes before the body (400), as on the HTTP
-   * routes (docs/protocol.md §1) — so capacity 0 for another credential's subscription is
-   * 404, not 400.
+   * outside the caller's scope: scope (404) comes before the body (400) (docs/protocol.md §1).
    */
   private async refuseHello(parsed: Extract<ParsedFrame, { kind: "body-error" }>): Promise<void> {
     const id = helloSubscriptionId(parsed.body);
@@ -212,16 +210,18 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
     this.deps.scheduler.request(this);
   }
 
-  /**
-   * The reply re-checks the credential and the subscription's scope (docs/protocol.md §7),
-   * as often as PingChecks allows; beyond, it is answered from the last check.
-   */
+  /** Re-checks the credential and scope (docs/protocol.md §7) as often as PingChecks allows. */
   private async ping(f: EventsPing): Promise<void> {
     let check = this.pingChecks.recent();
+    let freed = false;
     if (!check) {
+      // The check also reads the session's leases, to learn of ACKs taken on another node.
+      const mark = this.seat.leaseCheck();
       try {
-        const sub = await consumableSubscription(this.deps.pool, this.authorization, this.subscriptionId);
-        check = { enabled: Boolean(sub.enabled), backlog: sub.pending_count };
+        const session = mark === undefined ? undefined : this.sessionId;
+        const read = await pingRead(this.deps.pool, this.authorization, this.subscriptionId, session);
+        check = { enabled: read.enabled, backlog: read.backlog };
+        if (read.leased && mark !== undefined) freed = this.seat.leasedNow(read.leased, mark);
       } catch (e) {
         if (e instanceof OrbitError) return this.closeWithError(e.code, e.message, f.message_id);
         return this.dbFailure(e, f.message_id);
@@ -230,12 +230,11 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
     }
     const { enabled, backlog } = check;
     this.send(ackFrame(f.message_id, this.sessionId, { server_time: formatTimestamp(new Date()), enabled }));
-    // The ping reply is how a session hears of a resume or a `:retry` served by another
-    // node (there is no cross-node signal): claim when the subscription was paused here,
-    // or its backlog (PENDING + LEASED + EXPIRED, counted by the read above) holds more
-    // than this session's own leases — a delivery that another node's `:retry` made
-    // PENDING is there. An idle subscription (backlog 0) claims only at its recheck.
-    if (enabled && this.seat.behind(backlog)) this.wake();
+    // The ping reply is how a session hears of a resume, a `:retry` or an ACK served by
+    // another node (there is no cross-node signal): claim when a slot was freed, when the
+    // subscription was paused here, or when its backlog (PENDING + LEASED + EXPIRED) holds
+    // more than this session's own leases. An idle subscription claims only at its recheck.
+    if (enabled && (freed || this.seat.behind(backlog))) this.wake();
   }
 
   private async ack(f: EventAck): Promise<void> {
@@ -253,6 +252,7 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
       );
       return;
     }
+    this.seat.acking(f.body.delivery_id);
     const who = {
       subscriptionId: this.subscriptionId,
       namespaceId: this.namespaceId,

@@ -19,12 +19,19 @@ export class Seat {
   /** The subscription was paused at the last claim (or at the hello). */
   private paused = false;
   /**
-   * Deliveries sent and not yet answered by an ACK reply, with their lease_until (ms).
+   * Deliveries sent and not yet answered by an ACK reply: lease_until (ms), send order.
    * The database decides capacity; this keeps the client's own count within it too: a
    * claim may count a slot freed by an ACK that is committed but not yet answered, and
    * the delivery that fills it would then reach the client before that ACK's reply.
    */
-  private readonly outstanding = new Map<string, number>();
+  private readonly outstanding = new Map<string, { until: number; n: number }>();
+  /** How many deliveries this session has sent: `n` of each, in order. */
+  private sends = 0;
+  /**
+   * Deliveries whose ACK came on this connection and is not answered yet: their reply must
+   * reach the client before a delivery that takes their slot, so only that reply frees it.
+   */
+  private readonly unanswered = new Set<string>();
   /** Claim again once the write queue is empty (a full batch left more to take). */
   private refillWhenFlushed = false;
 
@@ -64,7 +71,7 @@ export class Seat {
    */
   room(): number {
     const now = Date.now();
-    for (const [id, until] of this.outstanding) if (until <= now) this.outstanding.delete(id);
+    for (const [id, { until }] of this.outstanding) if (until <= now) this.outstanding.delete(id);
     return Math.max(0, this.capacity - this.outstanding.size);
   }
 
@@ -90,7 +97,7 @@ export class Seat {
 
   /** A delivery sent to the client, leased until `leaseUntil` (ms). */
   sent(deliveryId: string, leaseUntil: number): void {
-    this.outstanding.set(deliveryId, leaseUntil);
+    this.outstanding.set(deliveryId, { until: leaseUntil, n: ++this.sends });
   }
 
   /**
@@ -108,8 +115,14 @@ export class Seat {
     return true;
   }
 
+  /** An ACK of this delivery came on this connection; its answer is on the way. */
+  acking(deliveryId: string): void {
+    this.unanswered.add(deliveryId);
+  }
+
   /** An ACK answered DELIVERY_LEASE_LOST: that proof is dead, the client holds nothing. */
   lost(deliveryId: string): void {
+    this.unanswered.delete(deliveryId);
     this.outstanding.delete(deliveryId);
   }
 
@@ -121,6 +134,7 @@ export class Seat {
    * connection's delivery, or an earlier connection's, on this one.
    */
   acked(deliveryId: string, deduplicated: boolean): boolean {
+    this.unanswered.delete(deliveryId);
     const sentHere = this.outstanding.delete(deliveryId);
     return sentHere && !deduplicated && this.freed();
   }
@@ -131,11 +145,35 @@ export class Seat {
    * Returns whether a claim is worth asking for now.
    */
   ackedElsewhere(deliveryId: string): boolean {
-    const until = this.outstanding.get(deliveryId);
+    const until = this.outstanding.get(deliveryId)?.until;
     this.outstanding.delete(deliveryId);
     // A lease that ran out is no longer in the held count the claims read.
     if (until === undefined || until <= Date.now()) return false;
     return this.freed();
+  }
+
+  /**
+   * Before a read of the deliveries LEASED to this session: a mark of what it has sent so
+   * far, or undefined when the client holds none of them by its own count.
+   */
+  leaseCheck(): number | undefined {
+    return this.room() < this.capacity ? this.sends : undefined;
+  }
+
+  /**
+   * That read's answer. A delivery sent before the mark that is not LEASED to this session,
+   * with no ACK of it unanswered here, was ACKed on another connection (perhaps another
+   * node's) or recovered: its slot is free. Returns whether any was freed.
+   */
+  leasedNow(leased: ReadonlySet<string>, mark: number): boolean {
+    let freed = false;
+    for (const [id, { n }] of this.outstanding) {
+      if (n > mark || leased.has(id) || this.unanswered.has(id)) continue;
+      this.outstanding.delete(id);
+      this.held = Math.max(0, this.held - 1);
+      freed = true;
+    }
+    return freed;
   }
 
   /** One held delivery fewer: whether a claim is worth asking for now (refills come in batches). */

@@ -37,4 +37,34 @@ describe("ws seat", () => {
     seat.sent("mine", Date.now() + LEASE);
     assert.equal(seat.acked("mine", true), false);
   });
+
+  it("frees, after a read of its leases, a delivery it sent that is no longer LEASED to it", () => {
+    const seat = new Seat();
+    seat.bind(2, true);
+    assert.equal(seat.leaseCheck(), undefined, "nothing held: nothing to read");
+    seat.claimed(false, 2);
+    seat.sent("a", Date.now() + LEASE);
+    seat.sent("b", Date.now() + LEASE);
+    assert.equal(seat.wantsClaim(), false);
+    const mark = seat.leaseCheck()!;
+    assert.equal(seat.leasedNow(new Set(["a", "b"]), mark), false, "both still leased");
+    assert.equal(seat.leasedNow(new Set(["b"]), mark), true, "a was ACKed elsewhere");
+    assert.equal(seat.wantsClaim(), true);
+    assert.equal(seat.room(), 1);
+  });
+
+  it("keeps the slot of a delivery whose ACK on this connection is unanswered, or sent after the read began", () => {
+    const seat = new Seat();
+    seat.bind(2, true);
+    seat.claimed(false, 1);
+    seat.sent("a", Date.now() + LEASE);
+    const mark = seat.leaseCheck()!;
+    seat.acking("a"); // its reply must reach the client before a delivery takes its slot
+    seat.claimed(false, 2);
+    seat.sent("b", Date.now() + LEASE); // leased after the read began
+    assert.equal(seat.leasedNow(new Set(), mark), false);
+    assert.equal(seat.room(), 0);
+    assert.equal(seat.acked("a", false), true, "the reply frees it");
+    assert.equal(seat.room(), 1);
+  });
 });

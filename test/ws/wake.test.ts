@@ -247,4 +247,27 @@ describe("event connections on another node, at their next ping", function () {
       tasks,
     );
   });
+
+  it("frees the slot of a delivery ACKed on node A, for its connection on node B, at its next ping", async () => {
+    const { q, sub } = await queueWithSubscription(db, cred, api);
+    await cancelledResults(api, q, 3);
+    const s = await connect(b.url, { token: cred.token });
+    open.push(s);
+    assert.equal((await s.hello(sub, 1)).type, "events.welcome");
+    const first = await s.nextOfType("event.deliver", SOON_MS);
+    const t = await connect(a.url, { token: cred.token });
+    open.push(t);
+    assert.equal((await t.hello(sub, 1)).type, "events.welcome");
+    await t.nextOfType("event.deliver", SOON_MS); // t holds the second result
+    // The client ACKs s's delivery on t, a connection of node A.
+    const receipt = await t.ack(first);
+    assert.equal(receipt.type, "ack", JSON.stringify(receipt));
+    assert.equal(receipt.body.deduplicated, false);
+    await sleep(500);
+    assert.equal(deliveries(s).length, 1, "node B has no signal of the ACK before the ping");
+    assert.equal((await s.ping()).type, "ack");
+    // s has room again: the third result comes to it now, not when the ACKed lease would run out.
+    const third = await s.nextOfType("event.deliver", SOON_MS);
+    assert.equal(third.body.event.sequence, String(BigInt(first.body.event.sequence) + 2n));
+  });
 });

@@ -288,6 +288,18 @@ export async function selectLeasedTo(
 }
 
 /**
+ * The deliveries LEASED to an event session: at most its capacity, through
+ * deliveries_session. A ping reads them to learn of ACKs taken on another node's connection.
+ */
+export async function selectSessionLeases(pool: Pool, sessionId: string): Promise<Set<string>> {
+  const [rows] = await pool.query<RowDataPacket[]>(
+    "SELECT id FROM deliveries WHERE session_id = ? AND state = 'LEASED'",
+    [sessionId],
+  );
+  return new Set(rows.map((r) => r.id as string));
+}
+
+/**
  * Takes a subscription; whether any of its deliveries is LEASED — a lease that may still
  * be ACKed, or re-sent once it runs out. Read only by a claim that found a history gap
  * and nothing to lease (domain/delivery-engine.ts historyGap): a key prefix of
