@@ -52,7 +52,7 @@ export async function pingRead(
 ): Promise<PingRead> {
   const [sub, leased] = await Promise.all([
     consumableSubscription(pool, authorization, subscriptionId),
-    sessionId === undefined ? undefined : selectSessionLeases(pool, sessionId),
+    sessionId === undefined ? undefined : selectSessionLeases(pool, subscriptionId, sessionId),
   ]);
   return { enabled: Boolean(sub.enabled), backlog: sub.pending_count, leased };
 }

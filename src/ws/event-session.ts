@@ -210,7 +210,7 @@ export class EventSession implements Claimant, ClaimingSession, FlowOwner {
     this.deps.scheduler.request(this);
   }
 
-  /** Re-checks the credential and scope (docs/protocol.md §7) as often as PingChecks allows. */
+  /** Re-checks credential and scope (docs/protocol.md §7) as PingChecks allows, else answers from the last. */
   private async ping(f: EventsPing): Promise<void> {
     let check = this.pingChecks.recent();
     let freed = false;

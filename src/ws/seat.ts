@@ -135,8 +135,9 @@ export class Seat {
    */
   acked(deliveryId: string, deduplicated: boolean): boolean {
     this.unanswered.delete(deliveryId);
-    const sentHere = this.outstanding.delete(deliveryId);
-    return sentHere && !deduplicated && this.freed();
+    if (!deduplicated) return this.outstanding.delete(deliveryId) && this.freed();
+    // A replay of an ACK that another node's connection took: nothing told this session.
+    return this.ackedElsewhere(deliveryId);
   }
 
   /**
@@ -167,10 +168,12 @@ export class Seat {
    */
   leasedNow(leased: ReadonlySet<string>, mark: number): boolean {
     let freed = false;
-    for (const [id, { n }] of this.outstanding) {
+    const now = Date.now();
+    for (const [id, { until, n }] of this.outstanding) {
       if (n > mark || leased.has(id) || this.unanswered.has(id)) continue;
       this.outstanding.delete(id);
-      this.held = Math.max(0, this.held - 1);
+      // A lease that ran out is no longer in the held count the claims read.
+      if (until > now) this.held = Math.max(0, this.held - 1);
       freed = true;
     }
     return freed;

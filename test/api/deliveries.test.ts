@@ -12,7 +12,7 @@ import { queueWithSubscription } from "../helpers/fixtures.js";
 import { createPool, type Pool } from "../../src/db/pool.js";
 import { ack } from "../../src/domain/delivery-acks.js";
 import { claim, ENGINE_SESSION, type Lease } from "../../src/domain/delivery-engine.js";
-import { claimableStatement } from "../../src/db/queries/deliveries.js";
+import { SESSION_LEASES_SQL, claimableStatement } from "../../src/db/queries/deliveries.js";
 import { refreshDatabaseGauges } from "../../src/domain/usage-metrics.js";
 import { AckBatcher } from "../../src/ws/ack-batcher.js";
 import { oldestPendingAge } from "../../src/metrics.js";
@@ -498,6 +498,20 @@ describe("deliveries", function () {
       const d = plan.find((r) => r.table === "d");
       assert.equal(d.key, "deliveries_state");
       assert.doesNotMatch(String(d.Extra), /filesort|temporary/);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it("reads a session's leases from the subscription's LEASED entries of deliveries_state alone", async () => {
+    const s = await subscription();
+    const c = await db.connect();
+    try {
+      const [plan] = await c.query<any[]>(`EXPLAIN ${SESSION_LEASES_SQL}`, [s.id, "0".repeat(32)]);
+      assert.equal(plan.length, 1);
+      assert.equal(plan[0].key, "deliveries_state");
+      assert.equal(plan[0].type, "ref");
+      assert.match(String(plan[0].Extra), /Using index/);
     } finally {
       await c.end();
     }

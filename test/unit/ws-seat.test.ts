@@ -30,12 +30,15 @@ describe("ws seat", () => {
     assert.equal(seat.wantsClaim(), true);
   });
 
-  it("frees nothing for a deduplicated ACK", () => {
+  it("frees a slot for a deduplicated ACK of a delivery it still counts, and nothing for one it does not", () => {
     const seat = new Seat();
     seat.bind(1, true);
     seat.claimed(false, 1);
     seat.sent("mine", Date.now() + LEASE);
-    assert.equal(seat.acked("mine", true), false);
+    // Taken first on another node's connection (no signal came here), replayed on this one.
+    assert.equal(seat.acked("mine", true), true);
+    assert.equal(seat.wantsClaim(), true);
+    assert.equal(seat.acked("mine", true), false, "a second replay frees nothing more");
   });
 
   it("frees, after a read of its leases, a delivery it sent that is no longer LEASED to it", () => {

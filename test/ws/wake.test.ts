@@ -7,7 +7,7 @@ import { freshDatabase, type TestDatabase } from "../helpers/db.js";
 import { bootstrap, startNode, type BootstrapOutput, type OrbitNode } from "../helpers/orbit.js";
 import { client, waitSequenced, type Client } from "../helpers/api.js";
 import { cancelledResults, queueWithSubscription } from "../helpers/fixtures.js";
-import { connect, type TestSocket } from "../helpers/ws.js";
+import { connect, type Frame, type TestSocket } from "../helpers/ws.js";
 import { request } from "../helpers/http.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -248,7 +248,11 @@ describe("event connections on another node, at their next ping", function () {
     );
   });
 
-  it("frees the slot of a delivery ACKed on node A, for its connection on node B, at its next ping", async () => {
+  /**
+   * Three results; s (node B, capacity 1) holds the first, t (node A, capacity 1) the
+   * second, and the client has ACKed s's delivery on t.
+   */
+  async function firstAckedOnNodeA(): Promise<{ s: TestSocket; first: Frame }> {
     const { q, sub } = await queueWithSubscription(db, cred, api);
     await cancelledResults(api, q, 3);
     const s = await connect(b.url, { token: cred.token });
@@ -258,15 +262,29 @@ describe("event connections on another node, at their next ping", function () {
     const t = await connect(a.url, { token: cred.token });
     open.push(t);
     assert.equal((await t.hello(sub, 1)).type, "events.welcome");
-    await t.nextOfType("event.deliver", SOON_MS); // t holds the second result
-    // The client ACKs s's delivery on t, a connection of node A.
+    await t.nextOfType("event.deliver", SOON_MS);
     const receipt = await t.ack(first);
     assert.equal(receipt.type, "ack", JSON.stringify(receipt));
     assert.equal(receipt.body.deduplicated, false);
+    return { s, first };
+  }
+
+  it("frees the slot of a delivery ACKed on node A, for its connection on node B, at its next ping", async () => {
+    const { s, first } = await firstAckedOnNodeA();
     await sleep(500);
     assert.equal(deliveries(s).length, 1, "node B has no signal of the ACK before the ping");
     assert.equal((await s.ping()).type, "ack");
     // s has room again: the third result comes to it now, not when the ACKed lease would run out.
+    const third = await s.nextOfType("event.deliver", SOON_MS);
+    assert.equal(third.body.event.sequence, String(BigInt(first.body.event.sequence) + 2n));
+  });
+
+  it("frees the slot of a delivery ACKed on node A when node B's connection sends the same ACK again", async () => {
+    const { s, first } = await firstAckedOnNodeA();
+    // The client did not see that answer and sends the ACK again on s: no ping needed.
+    const replay = await s.ack(first);
+    assert.equal(replay.type, "ack", JSON.stringify(replay));
+    assert.equal(replay.body.deduplicated, true);
     const third = await s.nextOfType("event.deliver", SOON_MS);
     assert.equal(third.body.event.sequence, String(BigInt(first.body.event.sequence) + 2n));
   });

@@ -287,15 +287,17 @@ export async function selectLeasedTo(
   return new Set((rows as RowDataPacket[]).map((r) => r.id as string));
 }
 
+export const SESSION_LEASES_SQL =
+  "SELECT id FROM deliveries FORCE INDEX (deliveries_state) WHERE subscription_id = ? AND state = 'LEASED' AND session_id = ?";
+
 /**
- * The deliveries LEASED to an event session: at most its capacity, through
- * deliveries_session. A ping reads them to learn of ACKs taken on another node's connection.
+ * The deliveries LEASED to an event session of the subscription. A ping reads them to learn
+ * of ACKs taken on another node's connection. Like the claim's held count, from the
+ * subscription's LEASED entries of deliveries_state (at most max_pending), reading the index
+ * alone: no index starts with session_id.
  */
-export async function selectSessionLeases(pool: Pool, sessionId: string): Promise<Set<string>> {
-  const [rows] = await pool.query<RowDataPacket[]>(
-    "SELECT id FROM deliveries WHERE session_id = ? AND state = 'LEASED'",
-    [sessionId],
-  );
+export async function selectSessionLeases(pool: Pool, subscriptionId: string, sessionId: string): Promise<Set<string>> {
+  const [rows] = await pool.query<RowDataPacket[]>(SESSION_LEASES_SQL, [subscriptionId, sessionId]);
   return new Set(rows.map((r) => r.id as string));
 }
 
