@@ -38,6 +38,12 @@ describe("Worker", function () {
     for (let i = 0; i < n; i++) ids.push((await orbit.submitTask(`${q}-${i}`, { queue_id: q, input: i })).task.id);
     return { q, ids };
   }
+  /** How many requests of the operation the node has answered 200 so far (GET /metrics). */
+  async function answered(route: string): Promise<number> {
+    const metrics = await (await fetch(`${node.url}/metrics`)).text();
+    const line = new RegExp(`^orbit_http_requests_total\\{route="${route}",status="200"\\} (\\d+)`, "m").exec(metrics);
+    return Number(line?.[1] ?? 0);
+  }
   const worker = (o: Partial<WorkerOptions> & Pick<WorkerOptions, "queueId" | "handler">) =>
     new Worker({ baseUrl: node.url, token: cred.token, waitMs: 1000, ...o });
 
@@ -88,10 +94,7 @@ describe("Worker", function () {
 
   it("sends the completions that finish while a completions request is in flight together in the next", async () => {
     const { q, ids } = await queueWith(8);
-    const requests = async () => {
-      const metrics = await (await fetch(`${node.url}/metrics`)).text();
-      return Number(/orbit_http_requests_total\{route="completeAttempts",status="200"\} (\d+)/.exec(metrics)?.[1] ?? 0);
-    };
+    const requests = () => answered("completeAttempts");
     const before = await requests();
     let release!: () => void;
     const together = new Promise<void>((r) => (release = r));
@@ -110,6 +113,36 @@ describe("Worker", function () {
     );
     await w.stop();
     assert.equal((await requests()) - before, 2, "eight completions in two requests");
+  });
+
+  it("claims the slots freed together in one claim, also after a claim that was answered short", async () => {
+    const { q, ids } = await queueWith(151);
+    const claims = () => answered("claimTasks");
+    const before = await claims();
+    let calls = 0;
+    let release!: () => void;
+    const slow = new Promise<void>((r) => (release = r));
+    const w = worker({
+      queueId: q,
+      concurrency: 16,
+      handler: async (task) => {
+        // The first task ends on its own, while a claim is under way: the claim that answers
+        // then finds one slot free and fifteen about to be.
+        if (++calls === 1) await slow;
+        if (calls === 31) setTimeout(release, 0);
+        return { outcome: "succeeded", result: task.id };
+      },
+    }).start();
+    await until(() => calls === 151);
+    assert.deepEqual(await w.stop(), { stopped: true });
+    const made = (await claims()) - before;
+    // 151 tasks in claims of 16 are 10; claims split in two (one slot, then fifteen) are 16 or more.
+    assert.ok(made <= 13, `${made} claims for 151 tasks`);
+    const states = await Promise.all(ids.map(async (id) => (await orbit.getTask(id)).state));
+    assert.ok(
+      states.every((st) => st === "SUCCEEDED"),
+      "every task completed",
+    );
   });
 
   it("requeues the task of a throwing handler, reports it, and a later claim completes it", async () => {
