@@ -1,5 +1,5 @@
 // The automatic worker (docs/tasks.md §6): keeps up to `concurrency` tasks of one queue
-// running. It claims in batches of the free slots (long-polling; with fewer than half free,
+// running. It claims in batches of the free slots (long-polling; with half or fewer free,
 // it waits a moment for more), runs handler(task, ctx) for each, and completes in batches:
 // the completions that finish while a completions request is in flight go together in the
 // next one. A handler that throws has its task
@@ -66,8 +66,8 @@ export type WorkerStopReason = { readonly stopped: true } | { readonly stopped: 
 
 const MAX_BATCH = 32;
 /**
- * With fewer than half its slots free, the worker waits this long at most for more before
- * it claims, so that slots freed together go in one claim (Worker.gather).
+ * With half its slots or fewer free, the worker waits this long at most for more before it
+ * claims, so that slots freed together go in one claim (Worker.gather).
  */
 const GATHER_MS = 2;
 
@@ -167,19 +167,25 @@ export class Worker {
   }
 
   /**
-   * Fewer than half the slots free: waits, GATHER_MS at most, until half are. Without it a
-   * claim that came back short (the queue held fewer tasks than free slots) splits the
-   * claims for good: the slots its handlers free while the next claim is under way are
-   * claimed apart from those of that claim, two requests each time where one would do.
+   * Half the slots or fewer free: waits, GATHER_MS at most, until more are, so that slots
+   * freed within GATHER_MS of each other go in one claim. Without it a claim that came back
+   * short (the queue held fewer tasks than free slots) splits the claims for good: the slots
+   * its handlers free while the next claim is under way are claimed apart from those of that
+   * claim, two requests each time where one would do.
    */
   private async gather(): Promise<void> {
-    if (this.concurrency - this.handlers.size >= this.concurrency / 2) return;
+    if (!this.gathering()) return;
     let timer: NodeJS.Timeout | undefined;
     let over = false;
     const timeUp = new Promise<void>((r) => (timer = setTimeout(r, GATHER_MS))).then(() => void (over = true));
-    while (!over && !this.draining && this.concurrency - this.handlers.size < this.concurrency / 2)
+    while (!over && !this.draining && this.gathering())
       await Promise.race([new Promise<void>((r) => (this.wake = r)), timeUp]);
     clearTimeout(timer);
+  }
+
+  /** Half the slots or fewer are free, of a worker with more than one. */
+  private gathering(): boolean {
+    return (this.concurrency - this.handlers.size) * 2 <= this.concurrency && this.concurrency > 1;
   }
 
   private run(c: ClaimResult): void {

@@ -115,34 +115,47 @@ describe("Worker", function () {
     assert.equal((await requests()) - before, 2, "eight completions in two requests");
   });
 
-  it("claims the slots freed together in one claim, also after a claim that was answered short", async () => {
-    const { q, ids } = await queueWith(151);
-    const claims = () => answered("claimTasks");
-    const before = await claims();
+  /**
+   * A worker of concurrency 16 runs 160 tasks: the first `slow` handlers end on their own
+   * once the `releaseAt`-th handler has started, while a claim is under way; the claim that
+   * answers then finds `slow` slots free and the rest about to be. Returns the claims made.
+   */
+  async function claimsWithSlowHandlers(slow: number, releaseAt: number): Promise<number> {
+    const { q, ids } = await queueWith(160);
+    const before = await answered("claimTasks");
     let calls = 0;
     let release!: () => void;
-    const slow = new Promise<void>((r) => (release = r));
+    const slowDone = new Promise<void>((r) => (release = r));
     const w = worker({
       queueId: q,
       concurrency: 16,
       handler: async (task) => {
-        // The first task ends on its own, while a claim is under way: the claim that answers
-        // then finds one slot free and fifteen about to be.
-        if (++calls === 1) await slow;
-        if (calls === 31) setTimeout(release, 0);
+        const call = ++calls;
+        if (call === releaseAt) setTimeout(release, 0);
+        if (call <= slow) await slowDone;
         return { outcome: "succeeded", result: task.id };
       },
     }).start();
-    await until(() => calls === 151);
+    await until(() => calls === 160);
     assert.deepEqual(await w.stop(), { stopped: true });
-    const made = (await claims()) - before;
-    // 151 tasks in claims of 16 are 10; claims split in two (one slot, then fifteen) are 16 or more.
-    assert.ok(made <= 13, `${made} claims for 151 tasks`);
+    const made = (await answered("claimTasks")) - before;
     const states = await Promise.all(ids.map(async (id) => (await orbit.getTask(id)).state));
     assert.ok(
       states.every((st) => st === "SUCCEEDED"),
       "every task completed",
     );
+    return made;
+  }
+
+  // 160 tasks in claims of 16 are 10 (and the last long-poll); split claims are 18 or more.
+  it("claims the slots freed together in one claim, after a claim answered with fewer than asked", async () => {
+    const made = await claimsWithSlowHandlers(1, 31);
+    assert.ok(made <= 13, `${made} claims for 160 tasks (split: one slot, then fifteen)`);
+  });
+
+  it("claims the slots freed together in one claim when half of them were freed apart", async () => {
+    const made = await claimsWithSlowHandlers(8, 17);
+    assert.ok(made <= 13, `${made} claims for 160 tasks (split: eight and eight)`);
   });
 
   it("requeues the task of a throwing handler, reports it, and a later claim completes it", async () => {
