@@ -146,11 +146,7 @@ export class Seat {
    * Returns whether a claim is worth asking for now.
    */
   ackedElsewhere(deliveryId: string): boolean {
-    const until = this.outstanding.get(deliveryId)?.until;
-    this.outstanding.delete(deliveryId);
-    // A lease that ran out is no longer in the held count the claims read.
-    if (until === undefined || until <= Date.now()) return false;
-    return this.freed();
+    return this.forget(deliveryId, Date.now()) && this.freed();
   }
 
   /**
@@ -169,14 +165,23 @@ export class Seat {
   leasedNow(leased: ReadonlySet<string>, mark: number): boolean {
     let freed = false;
     const now = Date.now();
-    for (const [id, { until, n }] of this.outstanding) {
+    for (const [id, { n }] of this.outstanding) {
       if (n > mark || leased.has(id) || this.unanswered.has(id)) continue;
-      this.outstanding.delete(id);
-      // A lease that ran out is no longer in the held count the claims read.
-      if (until > now) this.held = Math.max(0, this.held - 1);
+      if (this.forget(id, now)) this.held = Math.max(0, this.held - 1);
       freed = true;
     }
     return freed;
+  }
+
+  /**
+   * The client no longer holds a delivery this session sent (ACKed elsewhere, or its lease
+   * recovered). Returns whether it is still in the held count the claims read: a lease that
+   * ran out is not.
+   */
+  private forget(deliveryId: string, now: number): boolean {
+    const until = this.outstanding.get(deliveryId)?.until;
+    this.outstanding.delete(deliveryId);
+    return until !== undefined && until > now;
   }
 
   /** One held delivery fewer: whether a claim is worth asking for now (refills come in batches). */
