@@ -2,11 +2,11 @@
 // running. It claims in batches of the free slots (long-polling; with half or fewer free,
 // it waits a moment for more), runs handler(task, ctx) for each, and completes in batches:
 // the completions that finish while a completions request is in flight go together in the
-// next one. A handler that throws has its task
-// requeued (a safe retry: the handler said it did nothing). A completion the node refuses
-// item by item (409 after a lost lease, 404) is reported, never retried: the task is the
-// node's again. A claim is never repeated once it may have reached the node (client.ts):
-// the worker backs off and claims anew; a claim refused for good (401, 403, 404, 400) ends it.
+// next one. A handler that throws has its task requeued (a safe retry: the handler said it
+// did nothing). A completion the node refuses item by item (409 after a lost lease, 404) is
+// reported, never retried: the task is the node's again. A claim is never repeated once it
+// may have reached the node (client.ts): the worker backs off and claims anew; a claim
+// refused for good (401, 403, 404, 400) ends it.
 import { OrbitClient, type WithRaw } from "./client.js";
 import { Backoff } from "./backoff.js";
 import { OrbitApiError } from "./errors.js";
