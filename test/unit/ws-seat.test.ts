@@ -5,12 +5,18 @@ import { Seat } from "../../src/ws/seat.js";
 
 const LEASE = 60_000;
 
+/** A bound seat of `capacity` whose last claim sent `ids`, each leased for LEASE. */
+function holding(capacity: number, ids: readonly string[]): Seat {
+  const seat = new Seat();
+  seat.bind(capacity, true);
+  seat.claimed(false, ids.length);
+  for (const id of ids) seat.sent(id, Date.now() + LEASE);
+  return seat;
+}
+
 describe("ws seat", () => {
   it("frees a slot for an ACK of a delivery it sent, not for another connection's", () => {
-    const seat = new Seat();
-    seat.bind(1, true);
-    seat.claimed(false, 1);
-    seat.sent("mine", Date.now() + LEASE);
+    const seat = holding(1, ["mine"]);
     // The client ACKs another connection's delivery on this one: this session is still full.
     assert.equal(seat.acked("theirs", false), false);
     assert.equal(seat.wantsClaim(), false);
@@ -20,10 +26,7 @@ describe("ws seat", () => {
   });
 
   it("frees a slot when another connection ACKs a delivery it sent, while its lease runs", () => {
-    const seat = new Seat();
-    seat.bind(1, true);
-    seat.claimed(false, 1);
-    seat.sent("mine", Date.now() + LEASE);
+    const seat = holding(1, ["mine"]);
     assert.equal(seat.ackedElsewhere("theirs"), false);
     assert.equal(seat.wantsClaim(), false);
     assert.equal(seat.ackedElsewhere("mine"), true);
@@ -31,10 +34,7 @@ describe("ws seat", () => {
   });
 
   it("frees a slot for a deduplicated ACK of a delivery it still counts, and nothing for one it does not", () => {
-    const seat = new Seat();
-    seat.bind(1, true);
-    seat.claimed(false, 1);
-    seat.sent("mine", Date.now() + LEASE);
+    const seat = holding(1, ["mine"]);
     // Taken first on another node's connection (no signal came here), replayed on this one.
     assert.equal(seat.acked("mine", true), true);
     assert.equal(seat.wantsClaim(), true);
@@ -57,10 +57,7 @@ describe("ws seat", () => {
   });
 
   it("keeps the slot of a delivery whose ACK on this connection is unanswered, or sent after the read began", () => {
-    const seat = new Seat();
-    seat.bind(2, true);
-    seat.claimed(false, 1);
-    seat.sent("a", Date.now() + LEASE);
+    const seat = holding(2, ["a"]);
     const mark = seat.leaseCheck()!;
     seat.acking("a"); // its reply must reach the client before a delivery takes its slot
     seat.claimed(false, 2);
